@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvremap builds against (idempotent); without root, prints the command instead.
+set -euo pipefail
+
+packages=(
+  cmake make g++ pkg-config binutils
+  libunwind-dev libtbb-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "install-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    echo "install-deps: installing ${missing[*]} (sudo)"
+    sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "install-deps: missing Debian packages; run as root:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# The CUDA toolkit (headers and nvcc) is NVIDIA's package, not Debian's: it must already be there.
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+if [[ ! -f "$cuda_root/include/cuda.h" || ! -x "$cuda_root/bin/nvcc" ]]; then
+  echo "install-deps: the CUDA toolkit was not found at $cuda_root (need include/cuda.h and bin/nvcc);" >&2
+  echo "  install NVIDIA's cuda-toolkit package or set CUDAToolkit_ROOT" >&2
+  exit 1
+fi

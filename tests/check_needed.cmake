@@ -1,0 +1,13 @@
+# Fails when the shared object FILE has a NEEDED entry matching FORBIDDEN (run with cmake -P).
+find_program(READELF readelf REQUIRED)
+execute_process(COMMAND ${READELF} -d ${FILE} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -d ${FILE} failed")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*" needed "${dynamic}")
+message(STATUS "${FILE}: ${needed}")
+foreach(entry IN LISTS needed)
+  if(entry MATCHES "${FORBIDDEN}")
+    message(FATAL_ERROR "${FILE} must not depend on ${CMAKE_MATCH_0}: ${entry}")
+  endif()
+endforeach()

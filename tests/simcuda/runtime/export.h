@@ -1,0 +1,35 @@
+// Export and exception-barrier helpers shared by every file that defines cuda* entry points.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <new>
+
+#include "errors.h"
+
+// The library is built with -fvisibility=hidden: only what is marked here is part of the ABI.
+#define SIMCUDART_API extern "C" __attribute__((visibility("default")))
+
+namespace simcudart {
+
+// Which default stream a stream-ordered export means by stream 0: the plain names use the legacy
+// NULL stream, the _ptsz/_ptds names the per-thread default stream (as nvcc --default-stream
+// per-thread selects them).
+enum class StreamApi { legacy, per_thread };
+
+// Runs one API body with no exception escaping into the host program, and records a failure as
+// the thread's last error, as every real runtime call does.
+template <class Body>
+cudaError_t guarded(Body&& body) noexcept {
+    cudaError_t result;
+    try {
+        result = body();
+    } catch (const std::bad_alloc&) {
+        result = cudaErrorMemoryAllocation;
+    } catch (...) {
+        result = cudaErrorUnknown;
+    }
+    return record_error(result);
+}
+
+}  // namespace simcudart

@@ -1,0 +1,757 @@
+// Simulated device memory: cuMemAlloc family, VMM (reserve/create/map/access/unmap), memset/memcpy, pointer queries.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sim_state.h"
+
+namespace simcuda {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+// Below this, a zero fill is a plain memset; above, whole pages are dropped so 80 GiB stays sparse.
+constexpr std::uint64_t kPunchThreshold = 1ULL << 20;
+
+std::uint64_t round_down(std::uint64_t value, std::uint64_t multiple) { return value / multiple * multiple; }
+
+void* map_none(void* at, std::uint64_t size, bool fixed) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED : 0);
+  return mmap(at, size, PROT_NONE, flags, -1, 0);
+}
+
+struct Region {
+  const Allocation* allocation = nullptr;
+  const Mapping* mapping = nullptr;
+};
+
+Region find_region(const State& s, std::uint64_t ptr) {
+  Region r;
+  auto a = s.allocations.upper_bound(ptr);
+  if (a != s.allocations.begin()) {
+    --a;
+    if (ptr < a->second.va + a->second.mapped) r.allocation = &a->second;
+  }
+  auto m = s.mappings.upper_bound(ptr);
+  if (m != s.mappings.begin()) {
+    --m;
+    if (ptr < m->second.va + m->second.size) r.mapping = &m->second;
+  }
+  return r;
+}
+
+const Reservation* find_reservation(const State& s, std::uint64_t ptr) {
+  auto it = s.reservations.upper_bound(ptr);
+  if (it == s.reservations.begin()) return nullptr;
+  --it;
+  return ptr < it->second.va + it->second.size ? &it->second : nullptr;
+}
+
+// The mappings that exactly tile [ptr, ptr+size), or empty if the range starts/ends inside a
+// mapping or has a gap: what cuMemUnmap and cuMemSetAccess require.
+std::vector<Mapping*> exact_mappings(State& s, std::uint64_t ptr, std::uint64_t size) {
+  std::vector<Mapping*> out;
+  std::uint64_t at = ptr;
+  const std::uint64_t end = ptr + size;
+  while (at < end) {
+    auto it = s.mappings.find(at);
+    if (it == s.mappings.end() || it->second.va + it->second.size > end) return {};
+    out.push_back(&it->second);
+    at += it->second.size;
+  }
+  return out;
+}
+
+void destroy_handle_if_unused(State& s, CUmemGenericAllocationHandle h) {
+  auto it = s.handles.find(h);
+  if (it == s.handles.end()) return;
+  PhysicalHandle& p = it->second;
+  if (!p.released || p.mappings > 0) return;
+  if (p.location == CU_MEM_LOCATION_TYPE_DEVICE) {
+    uncharge_device(s, p.device, p.size);
+  } else {
+    s.host_used -= p.size;
+  }
+  close(p.fd);
+  s.handles.erase(it);
+}
+
+CUresult allocate(std::uint64_t* out, std::uint64_t bytes, bool stream_ordered) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  if (!out || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!stream_ordered) {
+    if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
+  }
+  if (bytes > s.config.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
+  const std::uint64_t mapped = round_up(bytes, s.config.granularity);
+  if (!charge_device(s, device, mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    uncharge_device(s, device, mapped);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Allocation a;
+  a.va = reinterpret_cast<std::uint64_t>(p);
+  a.size = bytes;
+  a.mapped = mapped;
+  a.device = device;
+  a.stream_ordered = stream_ordered;
+  a.buffer_id = s.next_buffer_id++;
+  s.allocations[a.va] = a;
+  *out = a.va;
+  return CUDA_SUCCESS;
+}
+
+CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  if (!stream_ordered) {
+    if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
+  }
+  auto it = s.allocations.find(ptr);
+  if (it == s.allocations.end() || it->second.stream_ordered != stream_ordered) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(it->second.va), it->second.mapped);
+  uncharge_device(s, it->second.device, it->second.mapped);
+  s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// Zero-fills without touching RAM where whole pages can be dropped; everything else is a plain
+// memset, which faults (SIGSEGV) on memory that is unmapped or not writable, like a GPU would.
+void fill(std::uint64_t dst, unsigned char value, std::uint64_t bytes) {
+  if (value != 0 || bytes < kPunchThreshold) {
+    std::memset(reinterpret_cast<void*>(dst), value, bytes);
+    return;
+  }
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  std::uint64_t at = dst;
+  const std::uint64_t end = dst + bytes;
+  while (at < end) {
+    Region r = find_region(s, at);
+    std::uint64_t region_end = end;
+    bool punchable = false;
+    int fd = -1;
+    std::uint64_t file_offset = 0;
+    if (r.allocation) {
+      region_end = std::min(end, r.allocation->va + r.allocation->mapped);
+      punchable = true;
+    } else if (r.mapping && r.mapping->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      region_end = std::min(end, r.mapping->va + r.mapping->size);
+      fd = s.handles.at(r.mapping->handle).fd;
+      file_offset = at - r.mapping->va;
+      punchable = true;
+    }
+    if (!punchable) {
+      std::memset(reinterpret_cast<void*>(at), 0, end - at);  // faults on inaccessible memory
+      return;
+    }
+    const std::uint64_t inner_begin = round_up(at, kPage);
+    const std::uint64_t inner_end = round_down(region_end, kPage);
+    if (inner_begin >= inner_end) {
+      std::memset(reinterpret_cast<void*>(at), 0, region_end - at);
+    } else {
+      std::memset(reinterpret_cast<void*>(at), 0, inner_begin - at);
+      if (fd >= 0) {
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  static_cast<off_t>(file_offset + (inner_begin - at)), static_cast<off_t>(inner_end - inner_begin));
+      } else {
+        madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
+      }
+      std::memset(reinterpret_cast<void*>(inner_end), 0, region_end - inner_end);
+    }
+    at = region_end;
+  }
+}
+
+CUresult memset_api(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream, bool per_thread,
+                    bool synchronous) {
+  Work work;
+  work.kind = Work::Kind::kMemset;
+  work.dst = dst;
+  work.value = value;
+  work.bytes = bytes;
+  bool run_now = false;
+  {
+    std::lock_guard<std::mutex> guard(lock());
+    State& s = state();
+    int device = 0;
+    if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+    if (synchronous) {
+      if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
+    }
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (!is_device_pointer(s, dst)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = submit_work(s, stream, per_thread, synchronous, work, run_now); r != CUDA_SUCCESS) return r;
+  }
+  if (run_now) run_work(work);
+  return CUDA_SUCCESS;
+}
+
+enum class Side { kHost, kDevice, kAny };
+
+CUresult memcpy_api(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, size_t bytes, CUstream stream,
+                    bool per_thread, bool synchronous) {
+  Work work;
+  work.kind = Work::Kind::kMemcpy;
+  work.dst = dst;
+  work.src = src;
+  work.bytes = bytes;
+  bool run_now = false;
+  {
+    std::lock_guard<std::mutex> guard(lock());
+    State& s = state();
+    int device = 0;
+    if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+    if (synchronous) {
+      if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
+    }
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+    if (dst_side == Side::kDevice && !is_device_pointer(s, dst)) return CUDA_ERROR_INVALID_VALUE;
+    if (src_side == Side::kDevice && !is_device_pointer(s, src)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = submit_work(s, stream, per_thread, synchronous, work, run_now); r != CUDA_SUCCESS) return r;
+  }
+  if (run_now) run_work(work);
+  return CUDA_SUCCESS;
+}
+
+CUresult check_location(const State& s, const CUmemLocation& location, bool& host) {
+  switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (location.id < 0 || location.id >= static_cast<int>(s.devices.size())) return CUDA_ERROR_INVALID_DEVICE;
+      host = false;
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST:
+      if (!s.config.host_vmm) return CUDA_ERROR_NOT_SUPPORTED;
+      host = true;
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      if (!s.config.host_numa_vmm) return CUDA_ERROR_NOT_SUPPORTED;
+      if (location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && location.id != 0) return CUDA_ERROR_INVALID_VALUE;
+      host = true;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+}  // namespace
+
+bool is_device_pointer(const State& s, std::uint64_t ptr) {
+  Region r = find_region(s, ptr);
+  return r.allocation || r.mapping || find_reservation(s, ptr);
+}
+
+void run_work(const Work& work) {
+  switch (work.kind) {
+    case Work::Kind::kMemset:
+      fill(work.dst, work.value, work.bytes);
+      break;
+    case Work::Kind::kMemcpy:
+      std::memmove(reinterpret_cast<void*>(work.dst), reinterpret_cast<const void*>(work.src), work.bytes);
+      break;
+    case Work::Kind::kKernel: {
+      std::vector<void*> params;
+      params.reserve(work.args.size());
+      for (const auto& arg : work.args) params.push_back(const_cast<unsigned char*>(arg.data()));
+      work.function->host(params.data());
+      break;
+    }
+  }
+}
+
+void destroy_all_memory(State& s) {
+  for (auto& [va, m] : s.mappings) map_none(reinterpret_cast<void*>(va), m.size, true);
+  s.mappings.clear();
+  for (auto& [h, p] : s.handles) close(p.fd);
+  s.handles.clear();
+  for (auto& [va, r] : s.reservations) munmap(reinterpret_cast<void*>(va), r.size);
+  s.reservations.clear();
+  for (auto& [va, a] : s.allocations) munmap(reinterpret_cast<void*>(va), a.mapped);
+  s.allocations.clear();
+}
+
+}  // namespace simcuda
+
+using namespace simcuda;
+
+// ---- cuMemAlloc family ----
+
+SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  SIM_ENTER("cuMemAlloc_v2");
+  SIM_GUARDED_BEGIN
+  std::uint64_t p = 0;
+  CUresult r = allocate(&p, bytesize, false);
+  if (r == CUDA_SUCCESS) *dptr = p;
+  return r;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                       unsigned int element_size) {
+  SIM_ENTER("cuMemAllocPitch_v2");
+  SIM_GUARDED_BEGIN
+  if (!pitch || width == 0 || height == 0 || (element_size != 4 && element_size != 8 && element_size != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  const std::uint64_t row = round_up(width, 512);  // the texture pitch alignment of recent GPUs
+  std::uint64_t p = 0;
+  CUresult r = allocate(&p, row * height, false);
+  if (r == CUDA_SUCCESS) {
+    *dptr = p;
+    *pitch = row;
+  }
+  return r;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  SIM_ENTER("cuMemFree_v2");
+  SIM_GUARDED_BEGIN
+  return release_allocation(dptr, false);
+  SIM_GUARDED_END
+}
+
+// Stream-ordered allocation is immediate: the simulator runs stream work at enqueue time anyway.
+static CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream, bool per_thread) {
+  {
+    std::lock_guard<std::mutex> guard(lock());
+    State& s = state();
+    if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+    if (!resolve_stream(s, stream, per_thread)) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  std::uint64_t p = 0;
+  CUresult r = allocate(&p, bytesize, true);
+  if (r == CUDA_SUCCESS) *dptr = p;
+  return r;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
+  {
+    std::lock_guard<std::mutex> guard(lock());
+    State& s = state();
+    if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+    if (!resolve_stream(s, stream, per_thread)) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return release_allocation(dptr, true);
+}
+
+SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  SIM_ENTER("cuMemAllocAsync");
+  SIM_GUARDED_BEGIN
+  return alloc_async(dptr, bytesize, stream, false);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  SIM_ENTER("cuMemAllocAsync");
+  SIM_GUARDED_BEGIN
+  return alloc_async(dptr, bytesize, stream, true);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  SIM_ENTER("cuMemFreeAsync");
+  SIM_GUARDED_BEGIN
+  return free_async(dptr, stream, false);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  SIM_ENTER("cuMemFreeAsync");
+  SIM_GUARDED_BEGIN
+  return free_async(dptr, stream, true);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  SIM_ENTER("cuMemGetInfo_v2");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+  const std::uint64_t used = s.devices[static_cast<std::size_t>(device)].used;
+  *total_bytes = s.config.device_memory;
+  *free_bytes = used >= s.config.device_memory ? 0 : s.config.device_memory - used;
+  return CUDA_SUCCESS;
+}
+
+// ---- memset / memcpy ----
+
+SIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  SIM_ENTER("cuMemsetD8_v2");
+  SIM_GUARDED_BEGIN
+  return memset_api(dst, value, n, nullptr, false, true);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, size_t n) {
+  SIM_ENTER("cuMemsetD8_v2");
+  SIM_GUARDED_BEGIN
+  return memset_api(dst, value, n, nullptr, true, true);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
+  SIM_ENTER("cuMemsetD8Async");
+  SIM_GUARDED_BEGIN
+  return memset_api(dst, value, n, stream, false, false);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
+  SIM_ENTER("cuMemsetD8Async");
+  SIM_GUARDED_BEGIN
+  return memset_api(dst, value, n, stream, true, false);
+  SIM_GUARDED_END
+}
+
+#define SIM_COPY_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                                    \
+  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n) {                                                 \
+    SIM_ENTER(COUNTED);                                                                                      \
+    SIM_GUARDED_BEGIN                                                                                        \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, false, true);      \
+    SIM_GUARDED_END                                                                                          \
+  }                                                                                                          \
+  SIM_EXPORT CUresult NAME##_ptds(DST_T dst, SRC_T src, size_t n) {                                          \
+    SIM_ENTER(COUNTED);                                                                                      \
+    SIM_GUARDED_BEGIN                                                                                        \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, true, true);       \
+    SIM_GUARDED_END                                                                                          \
+  }
+
+#define SIM_COPY_ASYNC_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                              \
+  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n, CUstream stream) {                                \
+    SIM_ENTER(COUNTED);                                                                                      \
+    SIM_GUARDED_BEGIN                                                                                        \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, false, false);      \
+    SIM_GUARDED_END                                                                                          \
+  }                                                                                                          \
+  SIM_EXPORT CUresult NAME##_ptsz(DST_T dst, SRC_T src, size_t n, CUstream stream) {                         \
+    SIM_ENTER(COUNTED);                                                                                      \
+    SIM_GUARDED_BEGIN                                                                                        \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, true, false);       \
+    SIM_GUARDED_END                                                                                          \
+  }
+
+SIM_COPY_EXPORTS(cuMemcpy, "cuMemcpy", CUdeviceptr, Side::kAny, CUdeviceptr, Side::kAny)
+SIM_COPY_EXPORTS(cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", CUdeviceptr, Side::kDevice, const void*, Side::kHost)
+SIM_COPY_EXPORTS(cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2", void*, Side::kHost, CUdeviceptr, Side::kDevice)
+SIM_COPY_EXPORTS(cuMemcpyDtoD_v2, "cuMemcpyDtoD_v2", CUdeviceptr, Side::kDevice, CUdeviceptr, Side::kDevice)
+SIM_COPY_ASYNC_EXPORTS(cuMemcpyAsync, "cuMemcpyAsync", CUdeviceptr, Side::kAny, CUdeviceptr, Side::kAny)
+SIM_COPY_ASYNC_EXPORTS(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2", CUdeviceptr, Side::kDevice, const void*,
+                       Side::kHost)
+SIM_COPY_ASYNC_EXPORTS(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync_v2", void*, Side::kHost, CUdeviceptr, Side::kDevice)
+SIM_COPY_ASYNC_EXPORTS(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync_v2", CUdeviceptr, Side::kDevice, CUdeviceptr,
+                       Side::kDevice)
+
+// ---- virtual memory management ----
+
+SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                                  CUmemAllocationGranularity_flags option) {
+  SIM_ENTER("cuMemGetAllocationGranularity");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!granularity || !prop) return CUDA_ERROR_INVALID_VALUE;
+  if (!s.config.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+  bool host = false;
+  if (CUresult r = check_location(s, prop->location, host); r != CUDA_SUCCESS) return r;
+  if (option == CU_MEM_ALLOC_GRANULARITY_MINIMUM) {
+    *granularity = s.config.granularity;
+  } else if (option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    *granularity = s.config.recommended_granularity;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                        unsigned long long flags) {
+  SIM_ENTER("cuMemAddressReserve");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!ptr || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!s.config.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+  const std::uint64_t g = s.config.granularity;
+  if (size % g != 0 || (alignment != 0 && (alignment & (alignment - 1)) != 0)) return CUDA_ERROR_INVALID_VALUE;
+  const std::uint64_t align = std::max<std::uint64_t>(alignment, g);
+  void* base = MAP_FAILED;
+  if (addr != 0 && addr % align == 0) {
+    // The hint is honoured when that range is free, as the real driver does; otherwise ignored.
+    base = mmap(reinterpret_cast<void*>(addr), size, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (base != MAP_FAILED && reinterpret_cast<std::uint64_t>(base) != addr) {
+      munmap(base, size);
+      base = MAP_FAILED;
+    }
+  }
+  std::uint64_t va = 0;
+  if (base != MAP_FAILED) {
+    va = reinterpret_cast<std::uint64_t>(base);
+  } else {
+    void* raw = map_none(nullptr, size + align, false);
+    if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    const std::uint64_t start = reinterpret_cast<std::uint64_t>(raw);
+    va = round_up(start, align);
+    if (va > start) munmap(raw, va - start);
+    const std::uint64_t tail = start + size + align - (va + size);
+    if (tail) munmap(reinterpret_cast<void*>(va + size), tail);
+  }
+  s.reservations[va] = Reservation{va, size};
+  *ptr = va;
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  SIM_ENTER("cuMemAddressFree");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  auto it = s.reservations.find(ptr);
+  if (it == s.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  // Freeing a range that still has mappings would strand them; the simulator refuses.
+  auto m = s.mappings.lower_bound(ptr);
+  if (m != s.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(ptr), size);
+  s.reservations.erase(it);
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                unsigned long long flags) {
+  SIM_ENTER("cuMemCreate");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!handle || !prop || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!s.config.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) return CUDA_ERROR_NOT_SUPPORTED;
+  bool host = false;
+  if (CUresult r = check_location(s, prop->location, host); r != CUDA_SUCCESS) return r;
+  if (size % s.config.granularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  PhysicalHandle p;
+  p.size = size;
+  p.location = prop->location.type;
+  if (host) {
+    if (size > s.config.host_memory - std::min(s.host_used, s.config.host_memory)) return CUDA_ERROR_OUT_OF_MEMORY;
+    s.host_used += size;
+  } else {
+    p.device = prop->location.id;
+    if (!charge_device(s, p.device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  p.fd = memfd_create("simcuda-handle", MFD_CLOEXEC);
+  if (p.fd < 0 || ftruncate(p.fd, static_cast<off_t>(size)) != 0) {
+    if (p.fd >= 0) close(p.fd);
+    if (host) {
+      s.host_used -= size;
+    } else {
+      uncharge_device(s, p.device, size);
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUmemGenericAllocationHandle h = s.next_handle++;
+  s.handles[h] = p;
+  *handle = h;
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  SIM_ENTER("cuMemRelease");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  auto it = s.handles.find(handle);
+  if (it == s.handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  destroy_handle_if_unused(s, handle);
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                             unsigned long long flags) {
+  SIM_ENTER("cuMemMap");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (offset != 0 || flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto h = s.handles.find(handle);
+  if (h == s.handles.end() || h->second.released) return CUDA_ERROR_INVALID_VALUE;
+  // Whole handles only: the simulator does not model partial mappings of a handle.
+  if (size != h->second.size || ptr % s.config.granularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  const Reservation* res = find_reservation(s, ptr);
+  if (!res || ptr + size > res->va + res->size) return CUDA_ERROR_INVALID_VALUE;
+  auto next = s.mappings.lower_bound(ptr);
+  if (next != s.mappings.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  if (next != s.mappings.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second.va + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* at = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->second.fd, 0);
+  if (at == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Mapping m;
+  m.va = ptr;
+  m.size = size;
+  m.handle = handle;
+  m.buffer_id = s.next_buffer_id++;
+  s.mappings[ptr] = m;
+  ++h->second.mappings;
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  SIM_ENTER("cuMemUnmap");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<Mapping*> covered = exact_mappings(s, ptr, size);
+  if (covered.empty()) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUmemGenericAllocationHandle> touched;
+  for (Mapping* m : covered) {
+    touched.push_back(m->handle);
+    --s.handles.at(m->handle).mappings;
+  }
+  // One mmap restores the whole range to an inaccessible reservation.
+  map_none(reinterpret_cast<void*>(ptr), size, true);
+  s.mappings.erase(s.mappings.find(ptr), s.mappings.lower_bound(ptr + size));
+  for (CUmemGenericAllocationHandle h : touched) destroy_handle_if_unused(s, h);
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  SIM_ENTER("cuMemSetAccess");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  bool for_a_device = false;
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemAccessDesc& d = desc[i];
+    if (d.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && d.flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        d.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (d.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      if (d.location.id < 0 || d.location.id >= static_cast<int>(s.devices.size())) return CUDA_ERROR_INVALID_DEVICE;
+      // Host pointers are device pointers here, so the most permissive device grant decides.
+      if (!for_a_device || d.flags > access) access = d.flags;
+      for_a_device = true;
+    } else if (d.location.type != CU_MEM_LOCATION_TYPE_HOST && d.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+               d.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  std::vector<Mapping*> covered = exact_mappings(s, ptr, size);
+  if (covered.empty()) return CUDA_ERROR_INVALID_VALUE;
+  if (!for_a_device) return CUDA_SUCCESS;
+  const int prot = access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+                   : access == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                                : PROT_NONE;
+  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (Mapping* m : covered) m->access = access;
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+// ---- pointer queries ----
+
+SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  SIM_ENTER("cuMemGetAddressRange_v2");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  Region region = find_region(s, dptr);
+  std::uint64_t b = 0;
+  std::uint64_t n = 0;
+  if (region.allocation) {
+    b = region.allocation->va;
+    n = region.allocation->size;
+  } else if (region.mapping) {
+    b = region.mapping->va;
+    n = region.mapping->size;
+  } else {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (base) *base = b;
+  if (size) *size = n;
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  SIM_ENTER("cuPointerGetAttribute");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  Region region = find_region(s, ptr);
+  if (!region.allocation && !region.mapping) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation* a = region.allocation;
+  const Mapping* m = region.mapping;
+  const int device = a ? a->device : s.handles.at(m->handle).device;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(&s.devices[static_cast<std::size_t>(device)].primary);
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<int*>(data) = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = device; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = a ? a->size : m->size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<int*>(data) = 1; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      *static_cast<int*>(data) = a && !a->stream_ordered ? 1 : 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = a ? a->buffer_id : m->buffer_id;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va; break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *static_cast<size_t*>(data) = a ? a->mapped : m->size; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      // The physical allocation: every alias of one VMM handle reports the same id.
+      *static_cast<unsigned long long*>(data) = a ? a->buffer_id : m->handle;
+      break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      *static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS*>(data) =
+          a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(m->access);
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  SIM_ENTER("cuIpcGetMemHandle");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  Region region = find_region(s, dptr);
+  // Legacy IPC works on cuMemAlloc memory only: VMM mappings and pool memory are refused.
+  if (!region.allocation || region.allocation->stream_ordered) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(handle->reserved, 0, sizeof handle->reserved);
+  const std::uint64_t fields[3] = {0x51c0da1bcULL, static_cast<std::uint64_t>(getpid()), region.allocation->buffer_id};
+  std::memcpy(handle->reserved, fields, sizeof fields);
+  return CUDA_SUCCESS;
+}

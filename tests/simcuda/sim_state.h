@@ -1,0 +1,214 @@
+// Internal state of the simulated CUDA driver: devices, memory objects, streams, captures, graphs, modules.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "sim_config.h"
+
+namespace simcuda {
+
+struct Function;
+
+// One recorded unit of stream work: what a graph node replays.
+struct Work {
+  enum class Kind { kKernel, kMemset, kMemcpy } kind = Kind::kKernel;
+  Function* function = nullptr;
+  std::vector<std::vector<unsigned char>> args;  // kernel arguments by value, as the PTX declares them
+  std::uint64_t dst = 0;
+  std::uint64_t src = 0;
+  std::uint64_t bytes = 0;
+  unsigned char value = 0;
+};
+
+struct Context {
+  int device = 0;
+  int retains = 0;
+  std::uint64_t charged = 0;  // SIMCUDA_CONTEXT_BYTES while retained
+};
+
+// Memory from cuMemAlloc/cuMemAllocPitch/cuMemAllocAsync: an anonymous private mapping.
+struct Allocation {
+  std::uint64_t va = 0;
+  std::uint64_t size = 0;     // what the caller asked for
+  std::uint64_t mapped = 0;   // what was mmap'ed and charged (rounded to the granularity)
+  int device = 0;
+  bool stream_ordered = false;  // cuMemAllocAsync: pool memory, not legacy-IPC capable
+  std::uint64_t buffer_id = 0;
+};
+
+// A VMM physical handle from cuMemCreate: a sparse memfd, so one handle can be mapped at many addresses.
+struct PhysicalHandle {
+  int fd = -1;
+  std::uint64_t size = 0;
+  CUmemLocationType location = CU_MEM_LOCATION_TYPE_DEVICE;
+  int device = 0;        // whose capacity a device handle is charged to
+  int mappings = 0;
+  bool released = false;  // cuMemRelease called; freed once the last mapping goes
+};
+
+struct Reservation {
+  std::uint64_t va = 0;
+  std::uint64_t size = 0;
+};
+
+struct Mapping {
+  std::uint64_t va = 0;
+  std::uint64_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  std::uint64_t buffer_id = 0;
+};
+
+struct Graph {
+  std::vector<Work> nodes;
+};
+
+struct GraphExec {
+  std::vector<Work> nodes;
+  int device = 0;
+  std::uint64_t charged = 0;
+};
+
+struct Stream;
+
+struct Capture {
+  std::uint64_t id = 0;
+  Stream* stream = nullptr;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;
+  Graph* graph = nullptr;
+  bool invalidated = false;
+};
+
+struct Stream {
+  unsigned flags = 0;        // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  bool legacy = false;       // the legacy NULL stream
+  bool per_thread = false;   // a thread's per-thread default stream
+  int device = 0;
+  std::unique_ptr<Capture> capture;
+};
+
+struct Module {
+  std::vector<std::unique_ptr<Function>> functions;
+  int device = 0;
+  std::uint64_t charged = 0;
+  bool library = false;
+};
+
+struct Function {
+  std::string name;
+  std::vector<std::size_t> param_sizes;
+  void (*host)(void**) = nullptr;  // simcuda_kernel_<name>, resolved at first lookup
+  Module* module = nullptr;
+};
+
+struct Device {
+  std::uint64_t used = 0;
+  Context primary;
+};
+
+// Everything the driver knows; one instance per process (a forked child starts a fresh one).
+struct State {
+  Config config;
+  std::string config_error;  // non-empty: cuInit fails and names it
+  bool initialized = false;
+  std::uint64_t generation = 0;  // bumped by every reset, so stale thread-local pointers are ignored
+
+  std::vector<Device> devices;
+  std::uint64_t host_used = 0;
+
+  std::map<std::uint64_t, Allocation> allocations;  // keyed by va
+  std::map<std::uint64_t, Reservation> reservations;
+  std::map<std::uint64_t, Mapping> mappings;
+  std::unordered_map<CUmemGenericAllocationHandle, PhysicalHandle> handles;
+  CUmemGenericAllocationHandle next_handle = 0x51c0da0000ULL;
+  std::uint64_t next_buffer_id = 1;
+
+  std::vector<std::unique_ptr<Stream>> legacy_streams;  // one per device
+  std::unordered_set<Stream*> streams;                  // created with cuStreamCreate (and per-thread ones)
+  std::vector<std::unique_ptr<Stream>> owned_streams;
+  std::uint64_t next_capture_id = 1;
+
+  std::unordered_set<Graph*> graphs;
+  std::unordered_set<GraphExec*> execs;
+  std::unordered_set<Module*> modules;
+  std::unordered_set<Function*> functions;
+
+  std::unordered_map<std::string, std::uint64_t> call_counts;
+  struct ProcQuery { std::string symbol; int version; std::uint64_t flags; };
+  std::vector<ProcQuery> proc_queries;
+};
+
+// The process-wide lock and state. The lock is never held while a kernel's host function runs.
+std::mutex& lock();
+State& state();
+
+// Called at the top of every exported driver function: counts the call, applies SIMCUDA_LATENCY_US
+// and SIMCUDA_FAIL. Returns the injected error, or CUDA_SUCCESS.
+CUresult enter(const char* name);
+
+// CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS. Requires the lock.
+CUresult require_init(const State& s);
+// The calling thread's current context's device, or CUDA_ERROR_INVALID_CONTEXT. Requires the lock.
+CUresult current_device(const State& s, int* device);
+// Sets the calling thread's current context (nullptr clears it).
+void set_current_context(Context* context);
+Context* get_current_context(const State& s);
+
+// Charges/uncharges `bytes` against a device's capacity. False if it does not fit.
+bool charge_device(State& s, int device, std::uint64_t bytes);
+void uncharge_device(State& s, int device, std::uint64_t bytes);
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);
+
+// --- memory (sim_memory.cpp) ---
+// True when [ptr, ptr+bytes) starts inside device memory the simulator knows about.
+bool is_device_pointer(const State& s, std::uint64_t ptr);
+// Executes stream work outside the lock: memset (zero ranges are hole-punched), memcpy, kernels.
+void run_work(const Work& work);
+// Releases everything a reset or a fork child forgets.
+void destroy_all_memory(State& s);
+
+// --- execution (sim_exec.cpp) ---
+// Per-thread mode set by cuThreadExchangeStreamCaptureMode.
+CUstreamCaptureMode thread_capture_mode();
+// For "potentially unsafe" calls (cuMemAlloc, cuMemFree, synchronous copies, ...): fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures the CUDA rules say it breaks.
+CUresult check_unsafe_during_capture(State& s);
+// Routes one unit of work to a stream. Recorded when the stream is capturing (run_now stays false);
+// otherwise run_now is set and the caller runs the work with run_work() after dropping the lock.
+// `per_thread_api`: the _ptsz/_ptds export was called, so a NULL stream means the per-thread stream.
+// `synchronous`: a blocking call (cuMemcpyHtoD, cuMemsetD8, ...), which a capturing stream rejects.
+CUresult submit_work(State& s, CUstream stream, bool per_thread_api, bool synchronous, Work& work, bool& run_now);
+// Resolves a stream handle for the calling thread, or nullptr if it is not a valid stream.
+Stream* resolve_stream(State& s, CUstream stream, bool per_thread_api);
+void destroy_all_execution(State& s);
+
+}  // namespace simcuda
+
+// Every export: count, inject faults, never let an exception cross the C boundary.
+#define SIM_ENTER(name)                                        \
+  do {                                                         \
+    CUresult sim_injected_ = ::simcuda::enter(name);           \
+    if (sim_injected_ != CUDA_SUCCESS) return sim_injected_;   \
+  } while (0)
+
+#define SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+#define SIM_GUARDED_BEGIN try {
+#define SIM_GUARDED_END \
+  }                     \
+  catch (...) {         \
+    return CUDA_ERROR_UNKNOWN; \
+  }

@@ -1,0 +1,41 @@
+/* Test-only control API of the simulated driver (libcuda.so.1 from tests/simcuda); not part of CUDA. */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tears down every simulated allocation, handle, stream, graph and module, then reads the
+ * configuration again: the SIMCUDA_* environment, overridden by `settings` (may be NULL), a
+ * whitespace-separated list of NAME=VALUE pairs such as "SIMCUDA_DEVICE_MEMORY=1GiB". The driver is
+ * left uninitialised (cuInit must be called again). Returns 0, or -1 after printing one line naming
+ * the bad setting to stderr. Threads other than the caller must not be inside the driver. */
+int simcuda_reset(const char* settings);
+
+/* Bytes currently charged against device `device`'s capacity (allocations, handles, contexts,
+ * graph execs, modules), and against the simulated host memory (host-located VMM handles). */
+unsigned long long simcuda_device_used_bytes(int device);
+unsigned long long simcuda_host_used_bytes(void);
+
+/* How many times the driver function `name` was entered since the last reset (per-thread-stream
+ * variants count under their base export, e.g. cuLaunchKernel_ptsz under cuLaunchKernel). */
+unsigned long long simcuda_call_count(const char* name);
+
+/* The log of cuGetProcAddress queries since the last reset, oldest first. Returns 0 and fills the
+ * outputs for index < count, -1 otherwise. `symbol` receives at most symbol_len-1 characters. */
+size_t simcuda_proc_address_query_count(void);
+int simcuda_proc_address_query(size_t index, char* symbol, size_t symbol_len, int* cuda_version,
+                               unsigned long long* flags);
+
+/* The SIMCUDA_* settings as a Markdown table (name, default, meaning): the single source of
+ * docs/simulator.md's knob table. Static storage. */
+const char* simcuda_settings_markdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
