@@ -1,21 +1,93 @@
-// The kvremap CLI entry point; later issues add run, report, plot and replay subcommands.
+// The kvremap CLI entry point; later issues add run, plot and replay subcommands.
 #include <CLI/CLI.hpp>
-
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "interpose/version_number.h"
+#include "tools/report.h"
+#include "tools/trace/trace_reader.h"
+
+namespace {
+
+// Exit codes shared by every subcommand, so scripts can tell a bad trace from a bad command line.
+constexpr int kExitOk = 0;
+constexpr int kExitTraceProblem = 1;
+constexpr int kExitUsage = 2;
+
+int run_report(const std::vector<std::string>& paths) {
+  int status = kExitOk;
+  bool first = true;
+  for (const std::string& path : paths) {
+    try {
+      // The report only needs typed records; the raw JSON would multiply memory use on large traces.
+      const kvremap::trace::Trace trace = kvremap::trace::read_trace(path, {.keep_raw_events = false});
+      std::printf("%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str());
+      first = false;
+    } catch (const kvremap::trace::TraceError& error) {
+      std::fprintf(stderr, "kvremap report: %s\n", error.what());
+      status = kExitTraceProblem;
+    }
+  }
+  return status;
+}
+
+int run_validate(const std::vector<std::string>& paths) {
+  int status = kExitOk;
+  for (const std::string& path : paths) {
+    try {
+      const kvremap::trace::Trace trace = kvremap::trace::read_trace(path);
+      const std::vector<std::string> problems = kvremap::trace::validate(trace);
+      for (const std::string& problem : problems) std::printf("%s\n", problem.c_str());
+      if (!problems.empty()) {
+        status = kExitTraceProblem;
+        continue;
+      }
+      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), trace.event_count,
+                  trace.complete ? "" : ", no closing ']' (process did not exit cleanly)",
+                  trace.truncated ? ", incomplete last line ignored" : "");
+    } catch (const kvremap::trace::TraceError& error) {
+      std::printf("%s\n", error.what());
+      status = kExitTraceProblem;
+    }
+  }
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kvremap: defer LLM KV-cache backing until start-up memory is measured"};
   app.set_version_flag("--version", std::string("kvremap ") + KVREMAP_VERSION_STRING);
   app.require_subcommand(0, 1);
   auto* libpath = app.add_subcommand("libpath", "Print the path of the libkvremap.so this tool was built with");
-  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::string> report_paths;
+  auto* report = app.add_subcommand("report", "Summarise memory per category, checkpoints and captures of traces");
+  report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files")->required();
+
+  std::vector<std::string> validate_paths;
+  auto* validate = app.add_subcommand("validate", "Check traces against the trace schema (exit 1 on any problem)");
+  validate->add_option("TRACE", validate_paths, "kvremap-<host>-<pid>.json trace files")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help and --version arrive as "errors" with exit code 0; CLI11 prints those itself.
+    if (error.get_exit_code() == 0) return app.exit(error);
+    std::string message = error.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::fprintf(stderr, "kvremap: %s (see kvremap --help)\n", message.c_str());
+    return kExitUsage;
+  }
+
   if (libpath->parsed()) {
     std::printf("%s/libkvremap.so\n", KVREMAP_BUILD_LIBDIR);
-    return 0;
+    return kExitOk;
   }
+  if (report->parsed()) return run_report(report_paths);
+  if (validate->parsed()) return run_validate(validate_paths);
   std::printf("%s", app.help().c_str());
-  return 0;
+  return kExitOk;
 }

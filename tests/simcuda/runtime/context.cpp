@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "export.h"
 #include "simcudart.h"
 
 namespace simcudart {
@@ -98,7 +99,7 @@ void select_device(int device) noexcept {
 
 }  // namespace simcudart
 
-extern "C" __attribute__((visibility("default"))) void simcudart_reset_for_tests(void) {
+SIMCUDART_API void simcudart_reset_for_tests(void) {
     try {
         std::lock_guard<std::mutex> lock(simcudart::g_mutex);
         // The driver was reset underneath us: its contexts are gone, so nothing is released.

@@ -49,16 +49,15 @@ SIMCUDART_API cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr
         if (value == nullptr) return cudaErrorInvalidValue;
         // cudaDeviceAttr and CUdevice_attribute share their numbering (checked against the CUDA 13
         // headers), so every runtime attribute forwards unchanged; the driver judges support.
-        if (static_cast<int>(attr) < 1 || static_cast<int>(attr) >= static_cast<int>(cudaDevAttrMax)) {
-            return cudaErrorInvalidValue;
-        }
+        const int attribute = enum_value(attr);
+        if (attribute < 1 || attribute >= static_cast<int>(cudaDevAttrMax)) return cudaErrorInvalidValue;
         if (cudaError_t e = ensure_initialised(); e != cudaSuccess) return e;
         int n = 0;
         if (cudaError_t e = call_driver(driver().cuDeviceGetCount, &n); e != cudaSuccess) return e;
         if (device < 0 || device >= n) return cudaErrorInvalidDevice;
         CUdevice handle = 0;
         if (cudaError_t e = call_driver(driver().cuDeviceGet, &handle, device); e != cudaSuccess) return e;
-        return call_driver(driver().cuDeviceGetAttribute, value, static_cast<CUdevice_attribute>(attr), handle);
+        return call_driver(driver().cuDeviceGetAttribute, value, static_cast<CUdevice_attribute>(attribute), handle);
     });
 }
 

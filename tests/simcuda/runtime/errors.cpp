@@ -265,7 +265,7 @@ constexpr ErrorText kErrorTexts[] = {
 
 constexpr const char* kUnrecognised = "unrecognized error code";
 
-const ErrorText* find_text(cudaError_t error) noexcept {
+const ErrorText* find_text(int error) noexcept {
     for (const ErrorText& entry : kErrorTexts) {
         if (entry.error == error) return &entry;
     }
@@ -303,11 +303,11 @@ SIMCUDART_API cudaError_t cudaGetLastError(void) {
 SIMCUDART_API cudaError_t cudaPeekAtLastError(void) { return simcudart::t_last_error; }
 
 SIMCUDART_API const char* cudaGetErrorName(cudaError_t error) {
-    const simcudart::ErrorText* text = simcudart::find_text(error);
+    const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
     return text ? text->name : simcudart::kUnrecognised;
 }
 
 SIMCUDART_API const char* cudaGetErrorString(cudaError_t error) {
-    const simcudart::ErrorText* text = simcudart::find_text(error);
+    const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
     return text ? text->description : simcudart::kUnrecognised;
 }

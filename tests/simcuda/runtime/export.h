@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <new>
 
 #include "errors.h"
@@ -16,6 +17,16 @@ namespace simcudart {
 // NULL stream, the _ptsz/_ptds names the per-thread default stream (as nvcc --default-stream
 // per-thread selects them).
 enum class StreamApi { legacy, per_thread };
+
+// The value of an enum parameter as its integer. C callers may pass any int, and loading an
+// out-of-range value through the enum type is undefined behaviour in C++; copying the bytes is not.
+template <class Enum>
+int enum_value(const Enum& e) noexcept {
+    static_assert(sizeof(Enum) == sizeof(int));
+    int value;
+    std::memcpy(&value, &e, sizeof value);
+    return value;
+}
 
 // Runs one API body with no exception escaping into the host program, and records a failure as
 // the thread's last error, as every real runtime call does.

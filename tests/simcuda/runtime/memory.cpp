@@ -47,33 +47,26 @@ cudaError_t free_async(StreamApi api, void* devPtr, cudaStream_t stream) {
     return call_driver(driver().cuMemFreeAsync.pick(api), device_address(devPtr), stream);
 }
 
-bool valid_kind(cudaMemcpyKind kind) noexcept {
-    switch (kind) {
-        case cudaMemcpyHostToHost:
-        case cudaMemcpyHostToDevice:
-        case cudaMemcpyDeviceToHost:
-        case cudaMemcpyDeviceToDevice:
-        case cudaMemcpyDefault:
-            return true;
-    }
-    return false;
+bool valid_kind(int kind) noexcept {
+    return kind == cudaMemcpyHostToHost || kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost ||
+           kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDefault;
 }
 
 // Every kind maps to cuMemcpy*: with unified addressing the driver infers the direction from the
 // pointers, and the simulated device memory is host-addressable anyway.
-cudaError_t copy_checks(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+cudaError_t copy_checks(void* dst, const void* src, size_t count, int kind) {
     if (!valid_kind(kind)) return cudaErrorInvalidMemcpyDirection;
     if (count != 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 
-cudaError_t copy(StreamApi api, void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+cudaError_t copy(StreamApi api, void* dst, const void* src, size_t count, int kind) {
     if (cudaError_t e = copy_checks(dst, src, count, kind); e != cudaSuccess) return e;
     if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
     return call_driver(driver().cuMemcpy.pick(api), device_address(dst), device_address(src), count);
 }
 
-cudaError_t copy_async(StreamApi api, void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+cudaError_t copy_async(StreamApi api, void* dst, const void* src, size_t count, int kind,
                        cudaStream_t stream) {
     if (cudaError_t e = copy_checks(dst, src, count, kind); e != cudaSuccess) return e;
     if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
@@ -143,19 +136,19 @@ SIMCUDART_API cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 }
 
 SIMCUDART_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-    return guarded([&] { return copy(StreamApi::legacy, dst, src, count, kind); });
+    return guarded([&] { return copy(StreamApi::legacy, dst, src, count, enum_value(kind)); });
 }
 SIMCUDART_API cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-    return guarded([&] { return copy(StreamApi::per_thread, dst, src, count, kind); });
+    return guarded([&] { return copy(StreamApi::per_thread, dst, src, count, enum_value(kind)); });
 }
 
 SIMCUDART_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                           cudaStream_t stream) {
-    return guarded([&] { return copy_async(StreamApi::legacy, dst, src, count, kind, stream); });
+    return guarded([&] { return copy_async(StreamApi::legacy, dst, src, count, enum_value(kind), stream); });
 }
 SIMCUDART_API cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                                cudaStream_t stream) {
-    return guarded([&] { return copy_async(StreamApi::per_thread, dst, src, count, kind, stream); });
+    return guarded([&] { return copy_async(StreamApi::per_thread, dst, src, count, enum_value(kind), stream); });
 }
 
 SIMCUDART_API cudaError_t cudaMemset(void* devPtr, int value, size_t count) {

@@ -17,7 +17,7 @@ static_assert(static_cast<int>(cudaStreamCaptureStatusNone) == CU_STREAM_CAPTURE
               static_cast<int>(cudaStreamCaptureStatusInvalidated) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
 static_assert(cudaStreamNonBlocking == CU_STREAM_NON_BLOCKING);
 
-bool valid_mode(cudaStreamCaptureMode mode) noexcept {
+bool valid_mode(int mode) noexcept {
     return mode == cudaStreamCaptureModeGlobal || mode == cudaStreamCaptureModeThreadLocal ||
            mode == cudaStreamCaptureModeRelaxed;
 }
@@ -40,7 +40,7 @@ cudaError_t query(StreamApi api, cudaStream_t stream) {
     return call_driver(driver().cuStreamQuery.pick(api), stream);
 }
 
-cudaError_t begin_capture(StreamApi api, cudaStream_t stream, cudaStreamCaptureMode mode) {
+cudaError_t begin_capture(StreamApi api, cudaStream_t stream, int mode) {
     if (!valid_mode(mode)) return cudaErrorInvalidValue;
     if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
     return call_driver(driver().cuStreamBeginCapture.pick(api), stream, static_cast<CUstreamCaptureMode>(mode));
@@ -101,10 +101,10 @@ SIMCUDART_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
 }
 
 SIMCUDART_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
-    return guarded([&] { return begin_capture(StreamApi::legacy, stream, mode); });
+    return guarded([&] { return begin_capture(StreamApi::legacy, stream, enum_value(mode)); });
 }
 SIMCUDART_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
-    return guarded([&] { return begin_capture(StreamApi::per_thread, stream, mode); });
+    return guarded([&] { return begin_capture(StreamApi::per_thread, stream, enum_value(mode)); });
 }
 
 SIMCUDART_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
@@ -147,7 +147,7 @@ SIMCUDART_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
 // PyTorch switches to relaxed mode around allocations made while another stream captures.
 SIMCUDART_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
     return guarded([&] {
-        if (mode == nullptr || !valid_mode(*mode)) return cudaErrorInvalidValue;
+        if (mode == nullptr || !valid_mode(enum_value(*mode))) return cudaErrorInvalidValue;
         if (cudaError_t e = ensure_initialised(); e != cudaSuccess) return e;
         return call_driver(driver().cuThreadExchangeStreamCaptureMode, reinterpret_cast<CUstreamCaptureMode*>(mode));
     });

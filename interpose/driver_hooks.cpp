@@ -1,0 +1,365 @@
+// The exported driver wrappers and the cuGetProcAddress substitution that routes cudart through them.
+#include "interpose/driver_hooks.h"
+
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/driver_api.h"
+#include "interpose/guard.h"
+#include "interpose/real.h"
+#include "interpose/trace_writer.h"
+#include "interpose/tracker.h"
+
+#define KVREMAP_HOOK extern "C" __attribute__((visibility("default")))
+
+namespace kvremap::interpose {
+
+#define KVREMAP_DEFINE_REAL(exp, base, first, next, per_thread) std::atomic<void*> g_real_##exp{nullptr};
+KVREMAP_DRIVER_HOOKS(KVREMAP_DEFINE_REAL)
+#undef KVREMAP_DEFINE_REAL
+
+namespace {
+
+// The newest CUDA version whose ABIs this table was written against: for queries above it the
+// table's version ranges are not trusted, and the ABI is confirmed by pointer identity instead.
+constexpr int kKnownCudaVersion = 13000;
+
+const std::vector<DriverHook>& hooks() {
+  static const std::vector<DriverHook>* table = new std::vector<DriverHook>{
+#define KVREMAP_HOOK_ROW(exp, base, first, next, per_thread) \
+  {#exp, #base, first, next, per_thread, reinterpret_cast<void*>(&::exp), &g_real_##exp},
+      KVREMAP_DRIVER_HOOKS(KVREMAP_HOOK_ROW)
+#undef KVREMAP_HOOK_ROW
+  };
+  return *table;
+}
+
+using Index = std::unordered_map<std::string_view, std::vector<const DriverHook*>>;
+
+const Index& by_base_name() {
+  static const Index* index = [] {
+    auto* i = new Index;
+    for (const DriverHook& h : hooks()) (*i)[h.base_name].push_back(&h);
+    return i;
+  }();
+  return *index;
+}
+
+const std::unordered_map<std::string_view, const DriverHook*>& by_export_name() {
+  static const auto* index = [] {
+    auto* i = new std::unordered_map<std::string_view, const DriverHook*>;
+    for (const DriverHook& h : hooks()) (*i)[h.export_name] = &h;
+    return i;
+  }();
+  return *index;
+}
+
+bool same_abi(const DriverHook& h, int version, unsigned long long flags, void* real_fn) {
+  if (version < h.first_version) return false;
+  if (version <= kKnownCudaVersion) return h.next_version == 0 || version < h.next_version;
+  ProcAddressFn resolver = real_proc_address();
+  if (!resolver) return false;
+  void* reference = nullptr;
+  int status = 0;
+  if (resolver(std::string(h.base_name).c_str(), &reference, h.first_version, flags, &status) != 0) return false;
+  return reference == real_fn;
+}
+
+}  // namespace
+
+bool is_own_wrapper(void* fn) {
+  for (const DriverHook& h : hooks())
+    if (h.wrapper == fn) return true;
+  return false;
+}
+
+void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
+  auto it = by_base_name().find(base_name);
+  if (it == by_base_name().end() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
+  bool has_per_thread = false;
+  for (const DriverHook* h : it->second) has_per_thread |= h->per_thread;
+  const bool wants_per_thread = has_per_thread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  for (const DriverHook* h : it->second) {
+    if (h->per_thread != wants_per_thread || !same_abi(*h, version, flags, real_fn)) continue;
+    h->real->store(real_fn, std::memory_order_release);
+    return h->wrapper;
+  }
+  return nullptr;
+}
+
+const DriverHook* hook_for_export(std::string_view export_name) {
+  auto it = by_export_name().find(export_name);
+  return it == by_export_name().end() ? nullptr : it->second;
+}
+
+}  // namespace kvremap::interpose
+
+using namespace kvremap::interpose;
+
+// Nested calls (cudart's own driver calls under a runtime hook), calls before initialisation and
+// calls after an internal failure go straight to the real function.
+#define KVREMAP_ENTER(exp, ...)                                      \
+  auto real = KVREMAP_REAL(exp);                                     \
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;                      \
+  if (inside_hook() || !tracking()) return real(__VA_ARGS__);        \
+  HookScope scope
+
+namespace {
+
+std::uint64_t stream_key(CUstream stream, bool per_thread_api) {
+  // A NULL stream in a _ptsz call is the calling thread's own per-thread stream.
+  if ((stream == nullptr && per_thread_api) || stream == CU_STREAM_PER_THREAD)
+    return 0x2 | (static_cast<std::uint64_t>(current_tid()) << 8);
+  return reinterpret_cast<std::uint64_t>(stream);
+}
+
+void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
+  if (r == CUDA_SUCCESS) on_capture_end(stream_key(stream, per_thread_api), true);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(stream_key(stream, per_thread_api), false);
+}
+
+// Measures the free-memory drop across `call`, the driver memory an instantiation or load keeps.
+template <typename Call>
+CUresult measured(std::uint64_t* consumed, Call&& call) {
+  std::uint64_t before = 0, after = 0;
+  const bool have_before = free_device_bytes(&before);
+  CUresult r = call();
+  *consumed = (have_before && r == CUDA_SUCCESS && free_device_bytes(&after) && before > after) ? before - after : 0;
+  return r;
+}
+
+}  // namespace
+
+KVREMAP_HOOK CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
+  CUresult r = real(dptr, bytes);
+  if (r == CUDA_SUCCESS && dptr) on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                         unsigned int element_bytes) {
+  KVREMAP_ENTER(cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
+  CUresult r = real(dptr, pitch, width, height, element_bytes);
+  if (r == CUDA_SUCCESS && dptr && pitch)
+    on_alloc(*dptr, *pitch * height, AllocKind::kPlain, "cuMemAllocPitch", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  KVREMAP_ENTER(cuMemFree_v2, dptr);
+  CUresult r = real(dptr);
+  if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kPlain, "cuMemFree");
+  return r;
+}
+
+#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                       \
+    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                          \
+    CUresult r = real(dptr, bytes, stream);                                                           \
+    if (r == CUDA_SUCCESS && dptr)                                                                    \
+      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
+    return r;                                                                                         \
+  }
+KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
+KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
+
+#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                              \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                   \
+    KVREMAP_ENTER(exp, dptr, stream);                                              \
+    CUresult r = real(dptr, stream);                                               \
+    if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kStreamOrdered, "cuMemFreeAsync"); \
+    return r;                                                                      \
+  }
+KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
+KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
+
+KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  KVREMAP_ENTER(cuMemGetInfo_v2, free_bytes, total_bytes);
+  CUresult r = real(free_bytes, total_bytes);
+  if (r == CUDA_SUCCESS && free_bytes && total_bytes)
+    on_memory_query("cuMemGetInfo", *free_bytes, *total_bytes, *free_bytes, *total_bytes);
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                  unsigned long long flags) {
+  KVREMAP_ENTER(cuMemCreate, handle, size, prop, flags);
+  CUresult r = real(handle, size, prop, flags);
+  if (r == CUDA_SUCCESS && handle) on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  KVREMAP_ENTER(cuMemRelease, handle);
+  CUresult r = real(handle);
+  if (r == CUDA_SUCCESS) on_free(handle, AllocKind::kVmmHandle, "cuMemRelease");
+  return r;
+}
+
+// Mapping calls move no device memory by themselves; they are hooked so later stages can manage
+// the KV range, and so the program's own VMM use never reaches kvremap's internals unguarded.
+KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                               unsigned long long flags) {
+  KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
+  return real(ptr, size, offset, handle, flags);
+}
+KVREMAP_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  KVREMAP_ENTER(cuMemUnmap, ptr, size);
+  return real(ptr, size);
+}
+KVREMAP_HOOK CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                          unsigned long long flags) {
+  KVREMAP_ENTER(cuMemAddressReserve, ptr, size, alignment, addr, flags);
+  return real(ptr, size, alignment, addr, flags);
+}
+KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  KVREMAP_ENTER(cuMemAddressFree, ptr, size);
+  return real(ptr, size);
+}
+
+#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                               \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {          \
+    KVREMAP_ENTER(exp, stream, mode);                                             \
+    CUresult r = real(stream, mode);                                              \
+    if (r == CUDA_SUCCESS) on_capture_begin(stream_key(stream, per_thread), static_cast<int>(mode)); \
+    return r;                                                                     \
+  }
+KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
+KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
+
+#define KVREMAP_END_CAPTURE_HOOK(exp, per_thread)                      \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUgraph* graph) {         \
+    KVREMAP_ENTER(exp, stream, graph);                                 \
+    CUresult r = real(stream, graph);                                  \
+    capture_ended(r, stream, per_thread);                              \
+    return r;                                                          \
+  }
+KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture, false)
+KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
+
+KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
+  std::uint64_t bytes = 0;
+  CUresult r = measured(&bytes, [&] { return real(exec, graph, flags); });
+  if (r == CUDA_SUCCESS && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
+  return r;
+}
+
+#define KVREMAP_INSTANTIATE_PARAMS_HOOK(exp)                                                               \
+  KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {     \
+    KVREMAP_ENTER(exp, exec, graph, params);                                                               \
+    std::uint64_t bytes = 0;                                                                               \
+    CUresult r = measured(&bytes, [&] { return real(exec, graph, params); });                              \
+    if (r == CUDA_SUCCESS && exec)                                                                         \
+      on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithParams"); \
+    return r;                                                                                              \
+  }
+KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams)
+KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
+
+#define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                          \
+  KVREMAP_HOOK CUresult exp(CUgraphExec exec, CUstream stream) { \
+    KVREMAP_ENTER(exp, exec, stream);                           \
+    CUresult r = real(exec, stream);                            \
+    if (r == CUDA_SUCCESS) on_graph_launch();                   \
+    return r;                                                   \
+  }
+KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch)
+KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
+
+KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  KVREMAP_ENTER(cuGraphExecDestroy, exec);
+  CUresult r = real(exec);
+  if (r == CUDA_SUCCESS) on_graph_exec_destroy(reinterpret_cast<std::uint64_t>(exec), "cuGraphExecDestroy");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  KVREMAP_ENTER(cuModuleLoadData, module, image);
+  std::uint64_t bytes = 0;
+  CUresult r = measured(&bytes, [&] { return real(module, image); });
+  if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadData");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options,
+                                         void** values) {
+  KVREMAP_ENTER(cuModuleLoadDataEx, module, image, n, options, values);
+  std::uint64_t bytes = 0;
+  CUresult r = measured(&bytes, [&] { return real(module, image, n, options, values); });
+  if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadDataEx");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options,
+                                        void** jit_values, unsigned int num_jit, CUlibraryOption* library_options,
+                                        void** library_values, unsigned int num_library) {
+  KVREMAP_ENTER(cuLibraryLoadData, library, code, jit_options, jit_values, num_jit, library_options, library_values,
+                num_library);
+  std::uint64_t bytes = 0;
+  CUresult r = measured(&bytes, [&] {
+    return real(library, code, jit_options, jit_values, num_jit, library_options, library_values, num_library);
+  });
+  if (r == CUDA_SUCCESS && library) on_module_load(reinterpret_cast<std::uint64_t>(*library), bytes, "cuLibraryLoadData");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuModuleUnload(CUmodule module) {
+  KVREMAP_ENTER(cuModuleUnload, module);
+  CUresult r = real(module);
+  if (r == CUDA_SUCCESS) on_module_unload(reinterpret_cast<std::uint64_t>(module), "cuModuleUnload");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
+  KVREMAP_ENTER(cuLibraryUnload, library);
+  CUresult r = real(library);
+  if (r == CUDA_SUCCESS) on_module_unload(reinterpret_cast<std::uint64_t>(library), "cuLibraryUnload");
+  return r;
+}
+
+#define KVREMAP_LAUNCH_HOOK(exp)                                                                           \
+  KVREMAP_HOOK CUresult exp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                            unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
+    KVREMAP_ENTER(exp, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                          \
+    CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                           \
+    if (r == CUDA_SUCCESS) on_kernel_launch();                                                             \
+    return r;                                                                                              \
+  }
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel)
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz)
+
+#define KVREMAP_LAUNCH_EX_HOOK(exp)                                                                    \
+  KVREMAP_HOOK CUresult exp(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
+    KVREMAP_ENTER(exp, config, f, params, extra);                                                      \
+    CUresult r = real(config, f, params, extra);                                                       \
+    if (r == CUDA_SUCCESS) on_kernel_launch();                                                         \
+    return r;                                                                                          \
+  }
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx)
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
+
+// The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
+// then gets its wrapper. Substitution does not depend on tracking being on, because cudart
+// resolves everything once, at its start, possibly before kvremap has finished initialising.
+KVREMAP_HOOK CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                          CUdriverProcAddressQueryResult* status) {
+  auto real = KVREMAP_REAL(cuGetProcAddress_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = real(symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !inside_hook()) {
+    if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
+  }
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  auto real = KVREMAP_REAL(cuGetProcAddress);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = real(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !inside_hook()) {
+    if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
+  }
+  return r;
+}

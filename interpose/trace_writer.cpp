@@ -1,0 +1,191 @@
+// Per-thread trace buffers and their ordered, whole-line writes to the trace file.
+#include "interpose/trace_writer.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <time.h>
+#include <vector>
+
+namespace kvremap::interpose {
+namespace {
+
+constexpr std::size_t kFlushBytes = 64 * 1024;
+
+struct ThreadBuffer;
+
+// Never destroyed (thread buffers may flush during exit, after static destructors), and created on
+// first use rather than by dynamic initialisation, which may not have run when a hook fires.
+std::mutex& registry_lock() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+std::vector<ThreadBuffer*>& registry() {
+  static auto* r = new std::vector<ThreadBuffer*>;
+  return *r;
+}
+std::mutex& write_lock() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+std::atomic<int> g_fd{-1};
+
+void write_all(int fd, const std::string& data) {
+  const char* p = data.data();
+  std::size_t left = data.size();
+  while (left > 0 && fd >= 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // disk full or closed: the trace stops growing, the program goes on
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+struct ThreadBuffer {
+  std::string data;
+  std::mutex lock;  // taken by the owner to append and by flush_all from other threads
+
+  ThreadBuffer() {
+    std::lock_guard<std::mutex> g(registry_lock());
+    registry().push_back(this);
+  }
+  ~ThreadBuffer() {
+    flush();
+    std::lock_guard<std::mutex> g(registry_lock());
+    registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
+  }
+  // Requires `lock`.
+  void flush_locked() {
+    if (data.empty()) return;
+    {
+      std::lock_guard<std::mutex> w(write_lock());
+      write_all(g_fd, data);
+    }
+    data.clear();
+  }
+  void flush() {
+    std::lock_guard<std::mutex> g(lock);
+    flush_locked();
+  }
+};
+
+// A heap object per thread, freed by a pthread key destructor when the thread exits. Not a
+// thread_local object: the main thread's thread_local destructors run during exit() before the
+// atexit handler that writes the summary, which still needs its buffer.
+void release_thread_buffer(void* buffer) { delete static_cast<ThreadBuffer*>(buffer); }
+
+pthread_key_t buffer_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    pthread_key_create(&k, release_thread_buffer);
+    return k;
+  }();
+  return key;
+}
+
+ThreadBuffer& thread_buffer() {
+  thread_local ThreadBuffer* buffer = nullptr;
+  if (!buffer) {
+    buffer = new ThreadBuffer;
+    pthread_setspecific(buffer_key(), buffer);
+  }
+  return *buffer;
+}
+
+std::uint64_t start_ns() {
+  static const std::uint64_t start = monotonic_ns();
+  return start;
+}
+
+}  // namespace
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+double trace_now_us() { return static_cast<double>(monotonic_ns() - start_ns()) / 1000.0; }
+
+int current_tid() {
+  thread_local int tid = static_cast<int>(syscall(SYS_gettid));
+  return tid;
+}
+
+TraceWriter& trace() {
+  static TraceWriter* writer = new TraceWriter;
+  return *writer;
+}
+
+bool TraceWriter::open(const std::string& path, std::string_view first_event) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  std::string head = "[\n";
+  head.append(first_event);
+  head += '\n';
+  write_all(fd, head);
+  std::lock_guard<std::mutex> w(write_lock());
+  fd_ = fd;
+  g_fd = fd;
+  return true;
+}
+
+void TraceWriter::event(std::string_view json_object, bool flush_now) {
+  if (fd_ < 0) return;
+  ThreadBuffer& b = thread_buffer();
+  std::lock_guard<std::mutex> g(b.lock);
+  b.data += ',';
+  b.data.append(json_object);
+  b.data += '\n';
+  if (flush_now || b.data.size() >= kFlushBytes) b.flush_locked();
+}
+
+void TraceWriter::flush_all() {
+  std::lock_guard<std::mutex> g(registry_lock());
+  for (ThreadBuffer* b : registry()) b->flush();
+}
+
+void TraceWriter::close(std::string_view last_event) {
+  if (fd_ < 0) return;
+  event(last_event);
+  flush_all();
+  std::lock_guard<std::mutex> w(write_lock());
+  write_all(fd_, "]\n");
+  ::close(fd_);
+  fd_ = -1;
+  g_fd = -1;
+}
+
+void TraceWriter::prepare_fork() {
+  thread_buffer();  // created now: creating it in the child would take the registry lock held here
+  flush_all();
+  registry_lock().lock();
+  write_lock().lock();
+}
+
+void TraceWriter::parent_after_fork() {
+  write_lock().unlock();
+  registry_lock().unlock();
+}
+
+void TraceWriter::child_after_fork() {
+  ThreadBuffer& own = thread_buffer();
+  own.data.clear();
+  registry().assign(1, &own);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  g_fd = -1;
+  write_lock().unlock();
+  registry_lock().unlock();
+}
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,48 @@
+// The streamed per-process trace file: events buffered per thread, written as whole lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kvremap::interpose {
+
+// The file is a Chrome trace-event JSON array: "[" then one event per line, every line after the
+// first starting with ",", and "]" at a clean close. Buffers only ever hold whole lines and are
+// written with one write() each, so a process killed at any point leaves a loadable prefix.
+class TraceWriter {
+ public:
+  // Creates `path` and writes the opening bracket and the first event. False if the file cannot be
+  // created (the caller logs it and turns tracing off).
+  bool open(const std::string& path, std::string_view first_event);
+  bool is_open() const { return fd_ >= 0; }
+
+  // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
+  // the buffer out when it is large, or at once when `flush_now`.
+  void event(std::string_view json_object, bool flush_now = false);
+
+  // Writes out every thread's buffer. Called at phase changes, before fork and at exit.
+  void flush_all();
+
+  // Writes the final event and the closing bracket, then closes the file.
+  void close(std::string_view last_event);
+
+  // pthread_atfork handlers: before fork everything is written and the writer's locks are held, so
+  // the child inherits them in a known state; the child then forgets the parent's file and the
+  // other threads' buffers (those threads do not exist there) and starts without a file.
+  void prepare_fork();
+  void parent_after_fork();
+  void child_after_fork();
+
+ private:
+  int fd_ = -1;
+};
+
+TraceWriter& trace();
+
+// Microseconds since the library was loaded, the trace's time base.
+double trace_now_us();
+std::uint64_t monotonic_ns();
+int current_tid();
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,46 @@
+// What kvremap observes, in CUDA-neutral terms: allocations by category, queries, captures, graphs, modules.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvremap::interpose {
+
+// How an allocation was made; the category follows from this and from capture state.
+enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle };
+
+// Every on_* function is called by a hook after the real call succeeded, never throws, and does
+// nothing once tracking is off. `api` is the name of the function the program called.
+void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address);
+// Returns false when the pointer/handle was not tracked (e.g. allocated before tracking started).
+bool on_free(std::uint64_t ptr, AllocKind kind, const char* api);
+
+void on_memory_query(const char* api, std::size_t driver_free, std::size_t driver_total, std::size_t returned_free,
+                     std::size_t returned_total);
+
+// mode: 0 global, 1 thread-local, 2 relaxed (the CUstreamCaptureMode values).
+void on_capture_begin(std::uint64_t stream, int mode);
+void on_capture_end(std::uint64_t stream, bool ok);
+
+// Free device memory right now, for measuring what an instantiation or a module load consumed.
+// Returns false when it cannot be measured.
+bool free_device_bytes(std::uint64_t* free_bytes);
+void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api);
+void on_graph_exec_destroy(std::uint64_t exec, const char* api);
+void on_graph_launch();
+void on_kernel_launch();
+void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api);
+void on_module_unload(std::uint64_t handle, const char* api);
+
+// True while tracking is on (options allow it, nothing failed internally).
+bool tracking();
+
+// Writes the summary and closes the trace; `reason` is "atexit", "SIGTERM" or "SIGINT".
+void finish(const char* reason);
+
+// pthread_atfork plumbing.
+void prepare_fork();
+void parent_after_fork();
+void child_after_fork();
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,308 @@
+// The KVREMAP_* options table and the pure parser, formatter and docs generator built on it.
+#include "policy/options.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <limits>
+#include <type_traits>
+
+#include "policy/units.h"
+
+namespace kvremap::policy {
+namespace {
+
+#define KVREMAP_ENUM_NAME(name) std::string_view{#name},
+constexpr std::array kModeNames{KVREMAP_MODES(KVREMAP_ENUM_NAME)};
+constexpr std::array kLogLevelNames{KVREMAP_LOG_LEVELS(KVREMAP_ENUM_NAME)};
+#undef KVREMAP_ENUM_NAME
+
+constexpr std::string_view kPrefix = "KVREMAP_";
+
+// Binds a table row to one Options field; enums go through their index so one pair of helpers
+// serves every enum option.
+template <auto Field>
+void assign_plain(Options& options, const OptionValue& value) {
+  using T = std::remove_reference_t<decltype(options.*Field)>;
+  options.*Field = std::get<T>(value);
+}
+template <auto Field>
+OptionValue read_plain(const Options& options) {
+  return options.*Field;
+}
+template <auto Field>
+void assign_enum(Options& options, const OptionValue& value) {
+  using T = std::remove_reference_t<decltype(options.*Field)>;
+  options.*Field = static_cast<T>(std::get<EnumIndex>(value).index);
+}
+template <auto Field>
+OptionValue read_enum(const Options& options) {
+  return EnumIndex{static_cast<std::size_t>(options.*Field)};
+}
+
+constexpr std::array<OptionSpec, 6> kOptions{{
+    {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
+     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing.",
+     assign_enum<&Options::mode>, read_enum<&Options::mode>},
+    {"KVREMAP_TRACE", OptionType::boolean, "on", {},
+     "Write one JSON trace per process (Chrome trace-event format) into `KVREMAP_TRACE_DIR`.", assign_plain<&Options::trace>,
+     read_plain<&Options::trace>},
+    {"KVREMAP_TRACE_DIR", OptionType::path, ".", {},
+     "Directory for trace files; `.` is the engine's current directory.",
+     assign_plain<&Options::trace_dir>, read_plain<&Options::trace_dir>},
+    {"KVREMAP_LOG_LEVEL", OptionType::enumeration, "warn", kLogLevelNames,
+     "Least severe message kvremap logs; `off` silences it.", assign_enum<&Options::log_level>,
+     read_enum<&Options::log_level>},
+    {"KVREMAP_STACK_MIN_BYTES", OptionType::size, "1MiB", {},
+     "Allocations of at least this size record their caller in the trace.",
+     assign_plain<&Options::stack_min_bytes>, read_plain<&Options::stack_min_bytes>},
+    {"KVREMAP_STRICT", OptionType::boolean, "off", {},
+     "Exit with status 1 on any configuration problem instead of running observe-only.",
+     assign_plain<&Options::strict>, read_plain<&Options::strict>},
+}};
+
+bool iequals(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The largest binary unit that divides the size exactly, so the text parses back to the same bytes.
+std::string format_size_exactly(std::uint64_t bytes) {
+  static constexpr std::array<std::string_view, 4> units{"TiB", "GiB", "MiB", "KiB"};
+  for (std::size_t i = 0; i < units.size() && bytes != 0; ++i) {
+    const unsigned shift = 40 - 10 * static_cast<unsigned>(i);
+    if (bytes % (std::uint64_t{1} << shift) == 0)
+      return std::to_string(bytes >> shift) + std::string(units[i]);
+  }
+  return std::to_string(bytes);
+}
+
+std::string format_double(double value) {
+  std::array<char, 32> buffer{};
+  auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  return ec == std::errc() ? std::string(buffer.data(), end) : std::string("?");
+}
+
+std::string join_choices(std::span<const std::string_view> choices) {
+  std::string out;
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += choices[i];
+  }
+  return out;
+}
+
+// Markdown table cells must not contain a bare '|'.
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const std::string_view> mode_names() { return kModeNames; }
+std::span<const std::string_view> log_level_names() { return kLogLevelNames; }
+
+std::string_view to_string(Mode mode) {
+  const auto i = static_cast<std::size_t>(mode);
+  return i < kModeNames.size() ? kModeNames[i] : std::string_view("?");
+}
+
+std::string_view to_string(LogLevel level) {
+  const auto i = static_cast<std::size_t>(level);
+  return i < kLogLevelNames.size() ? kLogLevelNames[i] : std::string_view("?");
+}
+
+std::string_view to_string(OptionType type) {
+  switch (type) {
+    case OptionType::size: return "size";
+    case OptionType::fraction: return "fraction";
+    case OptionType::boolean: return "bool";
+    case OptionType::enumeration: return "enum";
+    case OptionType::path: return "path";
+    case OptionType::count: return "count";
+  }
+  return "?";
+}
+
+std::span<const OptionSpec> option_specs() { return kOptions; }
+
+const OptionSpec* find_option(std::string_view name) {
+  for (const OptionSpec& spec : kOptions)
+    if (spec.name == name) return &spec;
+  return nullptr;
+}
+
+std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::string_view text) {
+  switch (spec.type) {
+    case OptionType::size:
+      if (auto v = parse_size(text)) return OptionValue{*v};
+      return std::nullopt;
+    case OptionType::count:
+      if (auto v = parse_count(text)) return OptionValue{*v};
+      return std::nullopt;
+    case OptionType::fraction:
+      if (auto v = parse_fraction(text)) return OptionValue{*v};
+      return std::nullopt;
+    case OptionType::boolean:
+      if (auto v = parse_bool(text)) return OptionValue{*v};
+      return std::nullopt;
+    case OptionType::enumeration:
+      for (std::size_t i = 0; i < spec.choices.size(); ++i)
+        if (iequals(trim(text), spec.choices[i])) return OptionValue{EnumIndex{i}};
+      return std::nullopt;
+    case OptionType::path:
+      // Paths are taken verbatim (spaces are legal in them); only an empty one means nothing.
+      if (text.empty()) return std::nullopt;
+      return OptionValue{std::string(text)};
+  }
+  return std::nullopt;
+}
+
+std::string accepted_values(const OptionSpec& spec) {
+  switch (spec.type) {
+    case OptionType::size: return std::string(kSizeSyntax);
+    case OptionType::fraction: return std::string(kFractionSyntax);
+    case OptionType::boolean: return std::string(kBoolSyntax);
+    case OptionType::enumeration: return "one of " + join_choices(spec.choices);
+    case OptionType::path: return "a non-empty directory path";
+    case OptionType::count: return "a whole number such as 0, 8 or 1000";
+  }
+  return "?";
+}
+
+std::string format_option_value(const OptionSpec& spec, const OptionValue& value) {
+  switch (spec.type) {
+    case OptionType::size: return format_size_exactly(std::get<std::uint64_t>(value));
+    case OptionType::count: return std::to_string(std::get<std::uint64_t>(value));
+    case OptionType::fraction: return format_double(std::get<double>(value));
+    case OptionType::boolean: return std::get<bool>(value) ? "on" : "off";
+    case OptionType::path: return std::get<std::string>(value);
+    case OptionType::enumeration: {
+      const std::size_t i = std::get<EnumIndex>(value).index;
+      return i < spec.choices.size() ? std::string(spec.choices[i]) : std::string("?");
+    }
+  }
+  return "?";
+}
+
+Options default_options() {
+  Options options;
+  // A default that fails to parse is a table bug; test_options checks every row, so skip silently.
+  for (const OptionSpec& spec : kOptions)
+    if (auto value = parse_option_value(spec, spec.default_text)) spec.assign(options, *value);
+  return options;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  // One row of the classic dynamic programme: row[j] = distance(a[0..i), b[0..j)).
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string_view> closest_option_name(std::string_view name) {
+  // Further than this, a "did you mean" is more likely to mislead than to help.
+  constexpr std::size_t kMaxSuggestionDistance = 3;
+  const std::string wanted = upper(name);
+  std::optional<std::string_view> best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const OptionSpec& spec : kOptions) {
+    const std::size_t d = edit_distance(wanted, spec.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = spec.name;
+    }
+  }
+  if (best_distance > kMaxSuggestionDistance) return std::nullopt;
+  return best;
+}
+
+ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string>>& env) {
+  ParsedOptions parsed;
+  parsed.options = default_options();
+  Options requested = parsed.options;
+  bool any_invalid = false;
+  std::vector<std::string_view> seen;
+
+  for (const auto& [name, value] : env) {
+    if (!name.starts_with(kPrefix)) continue;
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
+
+    const OptionSpec* spec = find_option(name);
+    if (spec == nullptr) {
+      std::string message = "kvremap: unknown variable " + name;
+      if (auto suggestion = closest_option_name(name))
+        message += " (did you mean " + std::string(*suggestion) + "?)";
+      parsed.problems.push_back({name, value, std::move(message)});
+      continue;
+    }
+    if (auto parsed_value = parse_option_value(*spec, value)) {
+      spec->assign(requested, *parsed_value);
+      continue;
+    }
+    any_invalid = true;
+    parsed.problems.push_back({name, value,
+                               "kvremap: " + name + "='" + value + "' is invalid: expected " +
+                                   accepted_values(*spec)});
+  }
+
+  // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".
+  parsed.strict = requested.strict;
+  if (!any_invalid) {
+    parsed.options = requested;
+    return parsed;
+  }
+  // A half-applied configuration could do what nobody asked for: observe only, with defaults.
+  parsed.options.mode = Mode::observe;
+  parsed.options.strict = parsed.strict;
+  return parsed;
+}
+
+std::string options_markdown_table() {
+  std::string out = "| Variable | Type | Default | Accepted | Meaning |\n|---|---|---|---|---|\n";
+  for (const OptionSpec& spec : kOptions) {
+    out += "| `" + std::string(spec.name) + "` | " + std::string(to_string(spec.type)) + " | `" +
+           std::string(spec.default_text) + "` | " + cell(accepted_values(spec)) + " | " +
+           cell(spec.help) + " |\n";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> options_in_force(const Options& options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(kOptions.size());
+  for (const OptionSpec& spec : kOptions)
+    out.emplace_back(std::string(spec.name), format_option_value(spec, spec.read(options)));
+  return out;
+}
+
+}  // namespace kvremap::policy

@@ -1,0 +1,108 @@
+// kvremap's KVREMAP_* options: one table that drives the parser, the defaults, the docs and the trace header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace kvremap::policy {
+
+// Enum options are X-macros so that adding a value (say, `X(defer)`) is a one-line change that
+// updates the enum, its names, the parser, the error text and the docs table together.
+#define KVREMAP_MODES(X) X(observe)
+// Same names and order as spdlog::level::level_enum, so the interposer can convert with a cast.
+#define KVREMAP_LOG_LEVELS(X) X(trace) X(debug) X(info) X(warn) X(error) X(critical) X(off)
+
+#define KVREMAP_ENUM_VALUE(name) name,
+enum class Mode : std::uint8_t { KVREMAP_MODES(KVREMAP_ENUM_VALUE) };
+enum class LogLevel : std::uint8_t { KVREMAP_LOG_LEVELS(KVREMAP_ENUM_VALUE) };
+#undef KVREMAP_ENUM_VALUE
+
+std::span<const std::string_view> mode_names();       // indexed by Mode
+std::span<const std::string_view> log_level_names();  // indexed by LogLevel
+std::string_view to_string(Mode mode);
+std::string_view to_string(LogLevel level);
+
+// The settings in force. Build one with default_options() or parse_options(); a value-initialised
+// Options{} is not the documented defaults (those live in the table only).
+struct Options {
+  Mode mode{};
+  bool trace{};
+  std::string trace_dir;
+  LogLevel log_level{};
+  std::uint64_t stack_min_bytes{};  // allocations of at least this many bytes get caller attribution
+  bool strict{};
+};
+
+enum class OptionType { size, fraction, boolean, enumeration, path, count };
+std::string_view to_string(OptionType type);
+
+struct EnumIndex {
+  std::size_t index;
+};
+// size and count -> uint64_t; fraction -> double; boolean -> bool; path -> string; enumeration -> EnumIndex.
+using OptionValue = std::variant<std::uint64_t, double, bool, std::string, EnumIndex>;
+
+// One row of the options table. assign/read bind the row to its Options field.
+struct OptionSpec {
+  std::string_view name;
+  OptionType type;
+  std::string_view default_text;              // parsed like a user's value: the only copy of the default
+  std::span<const std::string_view> choices;  // enumeration only
+  std::string_view help;
+  void (*assign)(Options&, const OptionValue&);
+  OptionValue (*read)(const Options&);
+};
+
+std::span<const OptionSpec> option_specs();
+const OptionSpec* find_option(std::string_view name);
+
+// Parses one value as the row's type; nullopt when the text is not acceptable.
+std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::string_view text);
+// What the row accepts, e.g. "a size such as 4096, ..." or "one of observe": the docs' Accepted
+// column and the tail of every invalid-value message.
+std::string accepted_values(const OptionSpec& spec);
+// A value as text that parses back to the same value ("1MiB", "on", "observe").
+std::string format_option_value(const OptionSpec& spec, const OptionValue& value);
+
+struct OptionProblem {
+  std::string variable;
+  std::string value;    // the text the variable was set to
+  std::string message;  // the complete one-line text to print, starting with "kvremap: "
+};
+
+struct ParsedOptions {
+  Options options;
+  std::vector<OptionProblem> problems;
+  // KVREMAP_STRICT parsed as true, honoured even when other values were bad and options were reset.
+  bool strict = false;
+  // The caller prints every problem, then exits with status 1 when this is true.
+  bool exit_requested() const { return strict && !problems.empty(); }
+};
+
+Options default_options();
+
+// env: the process's variables as (name, value); names without the KVREMAP_ prefix are ignored, so
+// the caller may pass a prefix-filtered list or all of environ. The first occurrence of a name wins,
+// as with getenv. Any invalid value resets every option to its default (observe-only); unknown
+// KVREMAP_* names are reported with the closest known name but change nothing else.
+ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string>>& env);
+
+// Levenshtein distance; used to suggest the intended name for a misspelt variable.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+// The known option name closest to `name`, if it is near enough to be a plausible typo.
+std::optional<std::string_view> closest_option_name(std::string_view name);
+
+// "| Variable | Type | Default | Accepted | Meaning |" and one row per option, '\n'-terminated lines.
+std::string options_markdown_table();
+
+// Every option's name and value as text, in table order, for the trace header and logs.
+std::vector<std::pair<std::string, std::string>> options_in_force(const Options& options);
+
+}  // namespace kvremap::policy

@@ -1,0 +1,115 @@
+// Start-up phase inference for vLLM/SGLang-like engines, from the event stream of one device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "policy/events.h"
+
+namespace kvremap::policy {
+
+enum class Phase : std::uint8_t { init, loading, profiling, kv_allocation, post_kv_warmup, capture, serving };
+std::string_view to_string(Phase phase);
+
+// Thresholds of the rules below. The defaults fit real vLLM V1 and SGLang start-ups on 16-192 GiB GPUs.
+struct PhaseRules {
+  // A memory query counts as "weights are in" when at least this much was allocated since the
+  // previous query. 64 MiB: below the smallest real model (opt-125m, ~240 MiB), above stray buffers.
+  std::uint64_t weights_min_bytes = 64ull << 20;
+  // Kernel launches after the post-weights query that make a forward pass (profiling). A profiling
+  // pass of any real model launches hundreds; SGLang launches a handful of fill kernels before its KV pool.
+  std::uint32_t profiling_min_kernels = 64;
+  // A KV burst: at least kv_min_allocations allocations of one size >= kv_min_bytes, one after
+  // another, together at least kv_min_free_fraction of the free memory the sizing query returned.
+  std::uint64_t kv_min_bytes = 64ull << 20;
+  std::uint32_t kv_min_allocations = 3;
+  double kv_min_free_fraction = 0.02;
+  // torch.zeros launches one fill kernel per KV tensor: that many kernels between two KV allocations
+  // keep the burst going; more end it.
+  std::uint32_t kv_max_kernels_between = 4;
+  // observe_idle: this long without any event after KV means start-up work is over (eager engines).
+  // Long, because torch.compile can spend tens of seconds on the CPU between CUDA calls.
+  std::uint64_t idle_quiet_ns = 60'000'000'000ull;
+};
+
+struct PhaseChange {
+  Phase from;
+  Phase to;
+  std::string reason;     // one line for logs and the trace's phase marker
+  std::uint64_t since_ns; // when the new phase began: for a KV burst, its first allocation
+};
+
+// Rules, one transition each; phases only move forward and serving is final.
+//  init -> loading: the first allocation.
+//  loading: the first memory query is the baseline. A later query with >= weights_min_bytes allocated
+//    since the query before it is the post-weights query; weight-sized runs of identical tensors
+//    (MoE experts) come before it and can never be taken for KV.
+//  loading -> profiling: profiling_min_kernels kernel launches after the post-weights query with no
+//    query or KV burst in between (vLLM's profile_run, preceded by its "before profile" query).
+//    Engines that query only before and after profiling go loading -> kv_allocation, counting the
+//    profiling activations as loading.
+//  -> kv_allocation (from loading after the post-weights query, SGLang; or from profiling after a
+//    query taken during profiling, vLLM's "after profile" sizing query): a KV burst as defined in
+//    PhaseRules, with no capture open. Activations of the profiling pass precede that query, and runs
+//    of identical activations are far below kv_min_free_fraction of free memory.
+//    Allocations made while a capture is open (graph pools) never count, so vLLM's graph-memory
+//    estimate, which captures during profiling, leaves the phase at profiling.
+//  kv_allocation -> post_kv_warmup: a module load, an allocation of another size, or more than
+//    kv_max_kernels_between kernel launches after the last KV allocation.
+//  kv_allocation or post_kv_warmup -> capture: the first capture begun after the KV burst.
+//  capture -> serving: a graph launch with no capture open, after at least one capture ended. Queries
+//    and eager warm-up launches between captures keep the phase at capture.
+//  post_kv_warmup or capture (none open) -> serving: observe_idle after idle_quiet_ns without events.
+// Frees, graph instantiations and launches outside these rules never change the phase.
+// One tracker per device; not thread-safe (the interposer serialises a device's events).
+class PhaseTracker {
+ public:
+  explicit PhaseTracker(PhaseRules rules = {}) : rules_(rules) {}
+
+  std::optional<PhaseChange> observe(const Event& event);
+  // Called by the interposer from time to time (any thread, under its lock) for eager engines that
+  // never capture; now_ns on the same clock as Event::time_ns.
+  std::optional<PhaseChange> observe_idle(std::uint64_t now_ns);
+
+  Phase current() const { return phase_; }
+  const PhaseRules& rules() const { return rules_; }
+
+ private:
+  struct KvRun {
+    std::uint64_t bytes = 0;       // size of each allocation in the run; 0 = no run
+    std::uint32_t count = 0;
+    std::uint64_t first_ns = 0;
+    std::uint32_t kernels_since_last = 0;
+  };
+
+  std::optional<PhaseChange> on_alloc(const Event& event, const Alloc& alloc);
+  std::optional<PhaseChange> on_query(const Event& event, const MemoryQuery& query);
+  std::optional<PhaseChange> on_kernel(const Event& event);
+  std::optional<PhaseChange> on_capture_begin(const Event& event, const CaptureBegin& begin);
+  std::optional<PhaseChange> on_graph_launch(const Event& event);
+  bool kv_eligible() const;
+  PhaseChange move_to(Phase to, std::string reason, std::uint64_t since_ns);
+
+  PhaseRules rules_;
+  Phase phase_ = Phase::init;
+  std::uint64_t last_event_ns_ = 0;
+  bool seen_event_ = false;
+
+  std::uint32_t queries_ = 0;
+  std::uint64_t bytes_since_query_ = 0;
+  std::uint32_t kernels_since_query_ = 0;
+  std::uint64_t first_kernel_since_query_ns_ = 0;
+  std::uint64_t last_query_free_ = 0;
+  bool weights_in_ = false;          // the post-weights query has been seen
+  bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
+
+  KvRun run_;  // during kv_allocation: the burst itself
+
+  std::set<std::uint64_t> open_captures_;
+  std::uint32_t captures_ended_ = 0;  // since the capture phase began
+};
+
+}  // namespace kvremap::policy

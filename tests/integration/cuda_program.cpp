@@ -1,0 +1,207 @@
+// A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
+// Usage: cuda_program routes|captures|oom|faults|fork|wait
+// Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
+// The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
+#define CUDA_ENABLE_DEPRECATED 1
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#undef cuGetProcAddress
+extern "C" CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
+
+constexpr std::size_t kMiB = 1 << 20;
+
+extern "C" __attribute__((visibility("default"))) void simcuda_kernel_touch(void** params) {
+  auto* p = *static_cast<unsigned char**>(params[0]);
+  p[0] = 1;
+}
+
+namespace {
+
+const char* kPtx =
+    ".version 8.0\n.target sm_90\n.address_size 64\n// simcuda-module-bytes: 10MiB\n"
+    ".visible .entry touch(.param .u64 p)\n{\nret;\n}\n";
+
+int failures = 0;
+
+void check(bool ok, const char* what) {
+  std::printf("%s: %s\n", what, ok ? "ok" : "FAILED");
+  if (!ok) ++failures;
+}
+
+using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+
+void alloc_through(AllocFn fn, std::size_t bytes, const char* route) {
+  CUdeviceptr p = 0;
+  check(fn && fn(&p, bytes) == CUDA_SUCCESS && p != 0, route);
+}
+
+int routes() {
+  void* p = nullptr;
+  check(cudaMalloc(&p, 3 * kMiB) == cudaSuccess, "runtime cudaMalloc 3MiB");
+  alloc_through(&cuMemAlloc_v2, 5 * kMiB, "direct symbol cuMemAlloc_v2 5MiB");
+
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+  alloc_through(reinterpret_cast<AllocFn>(dlsym(driver, "cuMemAlloc_v2")), 7 * kMiB, "dlsym cuMemAlloc_v2 7MiB");
+
+  auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(driver, "cuGetProcAddress_v2"));
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  check(gpa && gpa("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS, "resolve 12000/0");
+  alloc_through(reinterpret_cast<AllocFn>(fn), 9 * kMiB, "cuGetProcAddress 12000 flags 0 9MiB");
+  check(gpa("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status) == CUDA_SUCCESS,
+        "resolve 12000/2");
+  alloc_through(reinterpret_cast<AllocFn>(fn), 11 * kMiB, "cuGetProcAddress 12000 flags 2 11MiB");
+  auto gpa4 = reinterpret_cast<decltype(&cuGetProcAddress)>(dlsym(driver, "cuGetProcAddress"));
+  check(gpa4 && gpa4("cuMemAlloc", &fn, 11030, 0) == CUDA_SUCCESS, "resolve 11030 (4 arguments)");
+  alloc_through(reinterpret_cast<AllocFn>(fn), 13 * kMiB, "cuGetProcAddress 11030 13MiB");
+
+  cudaDriverEntryPointQueryResult rt_status{};
+  check(cudaGetDriverEntryPoint("cuMemAlloc", &fn, cudaEnableDefault, &rt_status) == cudaSuccess, "entry point");
+  alloc_through(reinterpret_cast<AllocFn>(fn), 15 * kMiB, "cudaGetDriverEntryPoint 15MiB");
+  check(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 12000, cudaEnableDefault, &rt_status) == cudaSuccess,
+        "entry point by version");
+  alloc_through(reinterpret_cast<AllocFn>(fn), 17 * kMiB, "cudaGetDriverEntryPointByVersion 17MiB");
+
+  void* pooled = nullptr;
+  check(cudaMallocAsync(&pooled, 19 * kMiB, nullptr) == cudaSuccess, "cudaMallocAsync 19MiB");
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle handle = 0;
+  check(cuMemCreate(&handle, 2 * kMiB, &prop, 0) == CUDA_SUCCESS, "cuMemCreate 2MiB");
+
+  size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "cudaMemGetInfo");
+  std::printf("free %zu MiB of %zu MiB\n", free_bytes / kMiB, total / kMiB);
+  check(cudaFree(p) == cudaSuccess, "cudaFree 3MiB");
+  check(cudaFreeAsync(pooled, nullptr) == cudaSuccess, "cudaFreeAsync 19MiB");
+  return failures;
+}
+
+// Captures a one-kernel graph on `stream`, allocating `inside` bytes during the capture (relaxed
+// thread mode, as PyTorch does); returns the graph.
+cudaGraph_t capture_with_allocation(cudaStream_t stream, cudaStreamCaptureMode mode, std::size_t inside,
+                                    cudaKernel_t kernel, void* target) {
+  check(cudaStreamBeginCapture(stream, mode) == cudaSuccess, "begin capture");
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&relaxed);
+  void* p = nullptr;
+  check(cudaMalloc(&p, inside) == cudaSuccess, "allocation inside capture");
+  cudaThreadExchangeStreamCaptureMode(&relaxed);
+  void* args[] = {&target};
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(1), args, 0, stream) == cudaSuccess,
+        "captured launch");
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph, "end capture");
+  return graph;
+}
+
+int captures() {
+  cudaLibrary_t library = nullptr;
+  check(cudaLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == cudaSuccess,
+        "library load (10MiB)");
+  cudaKernel_t kernel = nullptr;
+  check(cudaLibraryGetKernel(&kernel, library, "touch") == cudaSuccess, "get kernel");
+  void* target = nullptr;
+  check(cudaMalloc(&target, 1 * kMiB) == cudaSuccess, "outside capture 1MiB");
+
+  cudaGraph_t graph_a = nullptr, graph_b = nullptr;
+  std::thread a([&] {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    graph_a = capture_with_allocation(s, cudaStreamCaptureModeGlobal, 4 * kMiB, kernel, target);
+  });
+  a.join();
+  std::thread b([&] {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    graph_b = capture_with_allocation(s, cudaStreamCaptureModeRelaxed, 8 * kMiB, kernel, target);
+  });
+  b.join();
+  void* after = nullptr;
+  check(cudaMalloc(&after, 2 * kMiB) == cudaSuccess, "outside capture 2MiB");
+
+  cudaGraphExec_t exec_a = nullptr, exec_b = nullptr;
+  check(cudaGraphInstantiate(&exec_a, graph_a, 0) == cudaSuccess, "instantiate a");
+  check(cudaGraphInstantiateWithFlags(&exec_b, graph_b, 0) == cudaSuccess, "instantiate b");
+  check(cudaGraphLaunch(exec_a, nullptr) == cudaSuccess, "launch a");
+  check(cudaGraphLaunch(exec_b, nullptr) == cudaSuccess, "launch b");
+  check(cudaDeviceSynchronize() == cudaSuccess, "synchronize");
+  check(static_cast<unsigned char*>(target)[0] == 1, "graph wrote through the captured pointer");
+  check(cudaGraphExecDestroy(exec_b) == cudaSuccess, "destroy exec b");
+  return failures;
+}
+
+int oom() {
+  void* p = nullptr;
+  const cudaError_t r = cudaMalloc(&p, std::size_t(1) << 50);
+  std::printf("huge cudaMalloc: %d (%s)\n", static_cast<int>(r), cudaGetErrorName(r));
+  const cudaError_t last = cudaGetLastError();
+  std::printf("last error: %d\n", static_cast<int>(last));
+  return r == cudaErrorMemoryAllocation ? 0 : 1;
+}
+
+int faults() {
+  // Run with SIMCUDA_FAIL naming the driver calls below: the program sees the injected errors.
+  void* p = nullptr;
+  std::printf("cudaMalloc: %d\n", static_cast<int>(cudaMalloc(&p, kMiB)));
+  CUdeviceptr d = 0;
+  std::printf("cuMemAlloc: %d\n", static_cast<int>(cuMemAlloc_v2(&d, kMiB)));
+  size_t f = 0, t = 0;
+  std::printf("cudaMemGetInfo: %d\n", static_cast<int>(cudaMemGetInfo(&f, &t)));
+  return 0;
+}
+
+int fork_workers() {
+  // Engines start their workers before touching CUDA (a CUDA context does not survive fork); then
+  // parent and worker each use CUDA on their own.
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    void* q = nullptr;
+    const bool ok = cudaMalloc(&q, 12 * kMiB) == cudaSuccess;
+    std::printf("child allocation: %s\n", ok ? "ok" : "FAILED");
+    std::fflush(stdout);
+    std::exit(ok ? 0 : 1);
+  }
+  void* p = nullptr;
+  check(cudaMalloc(&p, 6 * kMiB) == cudaSuccess, "parent allocation");
+  int status = 0;
+  waitpid(child, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited cleanly");
+  return failures;
+}
+
+int wait_forever() {
+  void* p = nullptr;
+  check(cudaMalloc(&p, 5 * kMiB) == cudaSuccess, "allocation before waiting");
+  size_t f = 0, t = 0;
+  cudaMemGetInfo(&f, &t);
+  std::printf("waiting\n");
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "routes") return routes();
+  if (mode == "captures") return captures();
+  if (mode == "oom") return oom();
+  if (mode == "faults") return faults();
+  if (mode == "fork") return fork_workers();
+  if (mode == "wait") return wait_forever();
+  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait\n");
+  return 2;
+}

@@ -1,0 +1,29 @@
+// Runs a program in a child process with a chosen environment and captures its output and status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvremap::testing {
+
+struct RunResult {
+  int exit_code = -1;    // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+// argv[0] is the program path; `env` entries "NAME=VALUE" are added to (and override) the current
+// environment; `unset` names are removed. Waits at most `timeout_s` seconds, then sends
+// `timeout_signal` (SIGKILL by default; tests of signal handling pass SIGTERM) and waits for it.
+// A non-empty `cwd` is the child's working directory.
+RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      const std::vector<std::string>& unset = {}, int timeout_s = 60, int timeout_signal = 9,
+                      const std::string& cwd = "");
+
+// A fresh empty directory under the build tree's temp area.
+std::string make_temp_dir();
+// Every file in `dir` whose name matches kvremap-*.json.
+std::vector<std::string> trace_files(const std::string& dir);
+
+}  // namespace kvremap::testing

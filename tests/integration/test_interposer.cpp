@@ -1,0 +1,214 @@
+// Integration tests: real programs under LD_PRELOAD=libkvremap.so on the simulated driver, checked through their traces.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_program.h"
+#include "tools/trace/trace_reader.h"
+
+using kvremap::testing::make_temp_dir;
+using kvremap::testing::run_program;
+using kvremap::testing::RunResult;
+using kvremap::testing::trace_files;
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+const std::vector<std::string> kSimulator = {"SIMCUDA_DEVICE_MEMORY=4GiB", "SIMCUDA_CONTEXT_BYTES=0",
+                                              "SIMCUDA_GRAPH_EXEC_BYTES=6MiB", "SIMCUDA_GRAPH_NODE_BYTES=0",
+                                              "SIMCUDA_MODULE_BYTES=0"};
+
+struct Traced {
+  RunResult run;
+  std::vector<kvremap::trace::Trace> traces;
+};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Traced run_traced(const std::string& mode, std::vector<std::string> env = {}, int timeout_s = 60,
+                  int timeout_signal = SIGKILL) {
+  const std::string dir = make_temp_dir();
+  env = with(with(kSimulator, env), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+  Traced t;
+  // The working directory is the trace directory too: where traces go when options fall back to defaults.
+  t.run = run_program({CUDA_PROGRAM, mode}, env, {}, timeout_s, timeout_signal, dir);
+  for (const std::string& file : trace_files(dir)) t.traces.push_back(kvremap::trace::read_trace(file));
+  return t;
+}
+
+RunResult run_plain(const std::string& mode, const std::vector<std::string>& env = {}) {
+  return run_program({CUDA_PROGRAM, mode}, with(kSimulator, env), {"LD_PRELOAD"});
+}
+
+const kvremap::trace::CategoryStats& category(const kvremap::trace::Trace& t, const std::string& name) {
+  static const kvremap::trace::CategoryStats none;
+  if (!t.summary || t.summary->devices.empty()) return none;
+  const auto& cats = t.summary->devices.front().categories;
+  auto it = cats.find(name);
+  return it == cats.end() ? none : it->second;
+}
+
+}  // namespace
+
+TEST(Interposer, EveryRouteToTheDriverIsSeenOnceWithExactBytes) {
+  Traced t = run_traced("routes");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces[0];
+  ASSERT_TRUE(trace.summary) << "clean exit writes a summary";
+  EXPECT_TRUE(trace.complete);
+  // cudaMalloc 3 + direct 5 + dlsym 7 + cuGetProcAddress 9/11/13 + entry points 15/17 MiB.
+  const auto& other = category(trace, "other");
+  EXPECT_EQ(other.allocated_bytes, 80 * kMiB);
+  EXPECT_EQ(other.allocations, 8u) << "no allocation may be counted twice (runtime and driver level)";
+  EXPECT_EQ(other.frees, 1u);
+  EXPECT_EQ(other.live_bytes, 77 * kMiB);
+  EXPECT_EQ(category(trace, "async_pool").allocated_bytes, 19 * kMiB);
+  EXPECT_EQ(category(trace, "async_pool").live_bytes, 0u);
+  EXPECT_EQ(category(trace, "vmm").live_bytes, 2 * kMiB);
+  EXPECT_EQ(category(trace, "graph_pool").allocated_bytes, 0u);
+
+  std::vector<std::uint64_t> sizes;
+  for (const auto& a : trace.allocs)
+    if (a.category == "other") sizes.push_back(a.bytes / kMiB);
+  EXPECT_EQ(sizes, (std::vector<std::uint64_t>{3, 5, 7, 9, 11, 13, 15, 17}));
+  EXPECT_EQ(trace.allocs.front().api, "cudaMalloc");
+  EXPECT_EQ(trace.allocs[1].api, "cuMemAlloc");
+  ASSERT_EQ(trace.checkpoints.size(), 1u);
+  EXPECT_EQ(trace.checkpoints[0].api, "cudaMemGetInfo");
+  EXPECT_EQ(trace.checkpoints[0].driver_free, trace.checkpoints[0].returned_free) << "observe mode changes nothing";
+  EXPECT_EQ(trace.checkpoints[0].driver_total, 4096 * kMiB);
+}
+
+TEST(Interposer, TraceConformsToTheDocumentedSchema) {
+  for (const char* mode : {"routes", "captures"}) {
+    Traced t = run_traced(mode);
+    ASSERT_EQ(t.traces.size(), 1u) << mode;
+    EXPECT_EQ(kvremap::trace::validate(t.traces[0]), std::vector<std::string>{}) << mode;
+    EXPECT_EQ(t.traces[0].header.schema_version, 1);
+    EXPECT_EQ(t.traces[0].header.options.at("KVREMAP_MODE"), "observe");
+  }
+}
+
+TEST(Interposer, CapturesOnTwoThreadsFeedGraphPoolsAndInstantiationFeedsGraphExec) {
+  Traced t = run_traced("captures");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces[0];
+  EXPECT_EQ(category(trace, "graph_pool").allocated_bytes, 12 * kMiB) << "4 MiB and 8 MiB inside the windows";
+  EXPECT_EQ(category(trace, "other").allocated_bytes, 3 * kMiB) << "1 MiB before and 2 MiB after";
+  EXPECT_EQ(category(trace, "graph_exec").allocated_bytes, 12 * kMiB) << "two instantiations of 6 MiB";
+  EXPECT_EQ(category(trace, "graph_exec").live_bytes, 6 * kMiB) << "one exec destroyed";
+  EXPECT_EQ(category(trace, "module").live_bytes, 10 * kMiB);
+  ASSERT_EQ(trace.captures.size(), 2u);
+  EXPECT_EQ(trace.captures[0].mode, "global");
+  EXPECT_EQ(trace.captures[0].allocated_bytes, 4 * kMiB);
+  EXPECT_EQ(trace.captures[1].mode, "relaxed");
+  EXPECT_EQ(trace.captures[1].allocated_bytes, 8 * kMiB);
+  EXPECT_NE(trace.captures[0].event.tid, trace.captures[1].event.tid);
+  EXPECT_EQ(trace.summary->counts.at("captures"), 2u);
+  EXPECT_EQ(trace.summary->counts.at("graph_launches"), 2u);
+}
+
+TEST(Interposer, ObserveModeIsTransparent) {
+  struct Case {
+    const char* mode;
+    std::vector<std::string> env;
+  };
+  const std::vector<Case> cases = {
+      {"routes", {}},
+      {"captures", {}},
+      {"oom", {}},
+      {"faults", {"SIMCUDA_FAIL=cuMemAlloc_v2:1:CUDA_ERROR_OUT_OF_MEMORY,cuMemGetInfo_v2:1:CUDA_ERROR_INVALID_VALUE"}},
+  };
+  for (const Case& c : cases) {
+    const RunResult plain = run_plain(c.mode, c.env);
+    const Traced traced = run_traced(c.mode, c.env);
+    EXPECT_EQ(plain.exit_code, traced.run.exit_code) << c.mode;
+    EXPECT_EQ(plain.out, traced.run.out) << c.mode;
+  }
+  const RunResult oom = run_plain("oom");
+  EXPECT_NE(oom.out.find("huge cudaMalloc: 2 (cudaErrorMemoryAllocation)"), std::string::npos) << oom.out;
+}
+
+TEST(Interposer, ForkedChildLeavesItsOwnCompleteTrace) {
+  Traced t = run_traced("fork");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 2u);
+  std::sort(t.traces.begin(), t.traces.end(),
+            [](const auto& a, const auto& b) { return a.header.pid < b.header.pid; });
+  const auto& parent = t.traces[0].header.ppid == t.traces[1].header.pid ? t.traces[1] : t.traces[0];
+  const auto& child = &parent == &t.traces[0] ? t.traces[1] : t.traces[0];
+  EXPECT_EQ(child.header.ppid, parent.header.pid);
+  for (const auto* trace : {&parent, &child}) {
+    EXPECT_TRUE(trace->complete);
+    EXPECT_TRUE(trace->summary.has_value());
+  }
+  EXPECT_EQ(category(parent, "other").allocated_bytes, 6 * kMiB);
+  EXPECT_EQ(category(child, "other").allocated_bytes, 12 * kMiB) << "the child's trace holds only its own work";
+}
+
+TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
+  Traced t = run_traced("wait", {}, 3, SIGKILL);
+  EXPECT_EQ(t.run.signal, SIGKILL);
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces[0];
+  EXPECT_FALSE(trace.complete);
+  EXPECT_FALSE(trace.summary.has_value());
+  ASSERT_EQ(trace.checkpoints.size(), 1u) << "checkpoints are written out at once";
+  ASSERT_FALSE(trace.allocs.empty());
+  EXPECT_EQ(trace.allocs[0].bytes, 5 * kMiB);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+}
+
+TEST(Interposer, SigtermWritesTheSummaryAndStillTerminates) {
+  Traced t = run_traced("wait", {}, 3, SIGTERM);
+  EXPECT_EQ(t.run.signal, SIGTERM) << "the program's default disposition is kept";
+  ASSERT_EQ(t.traces.size(), 1u);
+  ASSERT_TRUE(t.traces[0].summary.has_value());
+  EXPECT_EQ(t.traces[0].summary->exit, "SIGTERM");
+  EXPECT_TRUE(t.traces[0].complete);
+}
+
+TEST(Interposer, BadOptionsAreReportedInOneLineAndFallBackToDefaults) {
+  Traced t = run_traced("routes", {"KVREMAP_STACK_MIN_BYTES=lots", "KVREMAP_TRACEDIR=/tmp"});
+  EXPECT_EQ(t.run.exit_code, 0);
+  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_STACK_MIN_BYTES='lots' is invalid: expected a size such as 4096, 64KiB, "
+                           "512MiB, 1.5G or 2GiB\n"),
+            std::string::npos)
+      << t.run.err;
+  EXPECT_NE(t.run.err.find("kvremap: unknown variable KVREMAP_TRACEDIR (did you mean KVREMAP_TRACE_DIR?)\n"),
+            std::string::npos)
+      << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u) << "observe-only with defaults still traces";
+  EXPECT_EQ(t.traces[0].header.options.at("KVREMAP_STACK_MIN_BYTES"), "1MiB");
+  EXPECT_EQ(t.run.out, run_plain("routes").out);
+}
+
+TEST(Interposer, StrictModeExitsOnABadValue) {
+  Traced t = run_traced("routes", {"KVREMAP_STRICT=1", "KVREMAP_MODE=turbo"});
+  EXPECT_EQ(t.run.exit_code, 1);
+  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe"), std::string::npos)
+      << t.run.err;
+  EXPECT_TRUE(t.run.out.empty()) << "the program never ran";
+}
+
+TEST(Interposer, CallerAttributionNamesTheCallingObject) {
+  Traced t = run_traced("routes", {"KVREMAP_STACK_MIN_BYTES=4MiB"});
+  ASSERT_EQ(t.traces.size(), 1u);
+  for (const auto& a : t.traces[0].allocs) {
+    if (a.bytes >= 4 * kMiB) {
+      EXPECT_EQ(a.caller, "cuda_program") << a.bytes;
+    } else {
+      EXPECT_TRUE(a.caller.empty()) << a.bytes;
+    }
+  }
+}

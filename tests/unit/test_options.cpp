@@ -1,0 +1,187 @@
+// Unit tests for policy/options: the KVREMAP_* table, its parser's messages and the generated docs table.
+#include "policy/options.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+using namespace kvremap::policy;
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+std::vector<std::string> messages(const ParsedOptions& parsed) {
+  std::vector<std::string> out;
+  for (const auto& problem : parsed.problems) out.push_back(problem.message);
+  return out;
+}
+
+}  // namespace
+
+TEST(Options, DefaultsComeFromTheTable) {
+  const Options o = default_options();
+  EXPECT_EQ(o.mode, Mode::observe);
+  EXPECT_TRUE(o.trace);
+  EXPECT_EQ(o.trace_dir, ".");
+  EXPECT_EQ(o.log_level, LogLevel::warn);
+  EXPECT_EQ(o.stack_min_bytes, 1ull << 20);
+  EXPECT_FALSE(o.strict);
+  for (const OptionSpec& spec : option_specs())
+    EXPECT_TRUE(parse_option_value(spec, spec.default_text).has_value()) << spec.name;
+
+  const ParsedOptions empty = parse_options({});
+  EXPECT_TRUE(empty.problems.empty());
+  EXPECT_EQ(options_in_force(empty.options), options_in_force(o));
+}
+
+TEST(Options, ParsesEveryKnownVariable) {
+  const ParsedOptions parsed = parse_options({{"KVREMAP_MODE", "observe"},
+                                              {"KVREMAP_TRACE", "no"},
+                                              {"KVREMAP_TRACE_DIR", "/tmp/my traces"},
+                                              {"KVREMAP_LOG_LEVEL", "DEBUG"},
+                                              {"KVREMAP_STACK_MIN_BYTES", "64KiB"},
+                                              {"KVREMAP_STRICT", "1"}});
+  EXPECT_TRUE(parsed.problems.empty());
+  EXPECT_FALSE(parsed.options.trace);
+  EXPECT_EQ(parsed.options.trace_dir, "/tmp/my traces");
+  EXPECT_EQ(parsed.options.log_level, LogLevel::debug);
+  EXPECT_EQ(parsed.options.stack_min_bytes, 64u << 10);
+  EXPECT_TRUE(parsed.options.strict);
+  EXPECT_TRUE(parsed.strict);
+  EXPECT_FALSE(parsed.exit_requested());
+}
+
+TEST(Options, BadSizeHasTheExactMessage) {
+  const ParsedOptions parsed = parse_options({{"KVREMAP_STACK_MIN_BYTES", "abc"}});
+  ASSERT_EQ(parsed.problems.size(), 1u);
+  EXPECT_EQ(parsed.problems[0].variable, "KVREMAP_STACK_MIN_BYTES");
+  EXPECT_EQ(parsed.problems[0].value, "abc");
+  EXPECT_EQ(parsed.problems[0].message,
+            "kvremap: KVREMAP_STACK_MIN_BYTES='abc' is invalid: expected a size such as 4096, 64KiB, 512MiB, "
+            "1.5G or 2GiB");
+}
+
+TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "defer"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_MODE='defer' is invalid: expected one of observe"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_LOG_LEVEL", "loud"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_LOG_LEVEL='loud' is invalid: expected one of trace, debug, "
+                                     "info, warn, error, critical, off"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACE", "maybe"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_TRACE='maybe' is invalid: expected 1/0, true/false, "
+                                     "yes/no or on/off"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACE_DIR", ""}})),
+            std::vector<std::string>{"kvremap: KVREMAP_TRACE_DIR='' is invalid: expected a non-empty directory path"});
+}
+
+TEST(Options, AnyBadValueMeansObserveOnlyWithDefaults) {
+  const ParsedOptions parsed = parse_options(
+      {{"KVREMAP_TRACE", "off"}, {"KVREMAP_LOG_LEVEL", "info"}, {"KVREMAP_STACK_MIN_BYTES", "1.5"}});
+  ASSERT_EQ(parsed.problems.size(), 1u);
+  EXPECT_EQ(parsed.options.mode, Mode::observe);
+  EXPECT_EQ(options_in_force(parsed.options), options_in_force(default_options()));
+  EXPECT_FALSE(parsed.exit_requested());
+}
+
+TEST(Options, StrictIsHonouredEvenWhenOtherValuesAreBad) {
+  const ParsedOptions parsed = parse_options({{"KVREMAP_STRICT", "yes"}, {"KVREMAP_TRACE", "2"}});
+  EXPECT_TRUE(parsed.strict);
+  EXPECT_TRUE(parsed.options.strict);
+  EXPECT_TRUE(parsed.exit_requested());
+
+  // Unknown variables are problems too: strict exits on them.
+  EXPECT_TRUE(parse_options({{"KVREMAP_STRICT", "on"}, {"KVREMAP_TRAC", "1"}}).exit_requested());
+  // A bad KVREMAP_STRICT is not a request for strictness.
+  const ParsedOptions bad_strict = parse_options({{"KVREMAP_STRICT", "very"}});
+  EXPECT_FALSE(bad_strict.strict);
+  EXPECT_FALSE(bad_strict.exit_requested());
+  ASSERT_EQ(bad_strict.problems.size(), 1u);
+}
+
+TEST(Options, UnknownVariableSuggestsTheClosestName) {
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACEDIR", "/tmp"}})),
+            std::vector<std::string>{"kvremap: unknown variable KVREMAP_TRACEDIR (did you mean KVREMAP_TRACE_DIR?)"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_log_level", "info"}})),
+            std::vector<std::string>{"kvremap: unknown variable KVREMAP_log_level (did you mean KVREMAP_LOG_LEVEL?)"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_GPU_BUDGET", "1"}})),
+            std::vector<std::string>{"kvremap: unknown variable KVREMAP_GPU_BUDGET"});
+}
+
+TEST(Options, UnknownVariablesDoNotResetOtherOptions) {
+  const ParsedOptions parsed = parse_options({{"KVREMAP_STACK_MIN_BYTE", "4096"}, {"KVREMAP_TRACE", "off"}});
+  ASSERT_EQ(parsed.problems.size(), 1u);
+  EXPECT_FALSE(parsed.options.trace);
+  EXPECT_EQ(parsed.options.stack_min_bytes, 1ull << 20);
+}
+
+TEST(Options, IgnoresOtherPrefixesAndTakesTheFirstOccurrence) {
+  const ParsedOptions parsed =
+      parse_options({{"PATH", "/bin"}, {"KVREMAPX", "1"}, {"KVREMAP_TRACE", "off"}, {"KVREMAP_TRACE", "junk"}});
+  EXPECT_TRUE(parsed.problems.empty());
+  EXPECT_FALSE(parsed.options.trace);
+}
+
+TEST(Options, EditDistanceIsLevenshtein) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("KVREMAP_TRACEDIR", "KVREMAP_TRACE_DIR"), 1u);
+  EXPECT_EQ(closest_option_name("KVREMAP_MOD"), "KVREMAP_MODE");
+  EXPECT_FALSE(closest_option_name("KVREMAP_SOMETHING_ELSE").has_value());
+}
+
+TEST(Options, EveryTypeParsesAndFormatsBack) {
+  const std::string_view choices[] = {"a", "b"};
+  const OptionSpec fraction{"F", OptionType::fraction, "0.5", {}, "", nullptr, nullptr};
+  const OptionSpec count{"C", OptionType::count, "1", {}, "", nullptr, nullptr};
+  const OptionSpec size{"S", OptionType::size, "1", {}, "", nullptr, nullptr};
+  const OptionSpec enumeration{"E", OptionType::enumeration, "a", choices, "", nullptr, nullptr};
+  EXPECT_EQ(format_option_value(fraction, *parse_option_value(fraction, "2%")), "0.02");
+  EXPECT_FALSE(parse_option_value(fraction, "150%"));
+  EXPECT_EQ(accepted_values(fraction), "a fraction such as 0.02 or 2%");
+  EXPECT_EQ(format_option_value(count, *parse_option_value(count, "42")), "42");
+  EXPECT_FALSE(parse_option_value(count, "4k"));
+  EXPECT_EQ(format_option_value(size, *parse_option_value(size, "1.5G")), "1536MiB");
+  EXPECT_EQ(format_option_value(size, *parse_option_value(size, "1000")), "1000");
+  EXPECT_EQ(format_option_value(size, *parse_option_value(size, "0")), "0");
+  EXPECT_EQ(format_option_value(enumeration, *parse_option_value(enumeration, " B ")), "b");
+}
+
+TEST(Options, InForceListsEveryOptionInTableOrder) {
+  Options o = default_options();
+  o.stack_min_bytes = 3ull << 30;
+  o.log_level = LogLevel::off;
+  const auto in_force = options_in_force(o);
+  ASSERT_EQ(in_force.size(), option_specs().size());
+  EXPECT_EQ(in_force[0], (std::pair<std::string, std::string>{"KVREMAP_MODE", "observe"}));
+  EXPECT_EQ(in_force[1], (std::pair<std::string, std::string>{"KVREMAP_TRACE", "on"}));
+  EXPECT_EQ(in_force[3], (std::pair<std::string, std::string>{"KVREMAP_LOG_LEVEL", "off"}));
+  EXPECT_EQ(in_force[4], (std::pair<std::string, std::string>{"KVREMAP_STACK_MIN_BYTES", "3GiB"}));
+  // What the trace header says parses back to the same options.
+  Env env(in_force.begin(), in_force.end());
+  EXPECT_EQ(options_in_force(parse_options(env).options), in_force);
+}
+
+TEST(Options, LogLevelsMatchSpdlogOrder) {
+  ASSERT_EQ(log_level_names().size(), 7u);
+  EXPECT_EQ(static_cast<int>(LogLevel::trace), 0);
+  EXPECT_EQ(static_cast<int>(LogLevel::off), 6);
+  EXPECT_EQ(to_string(LogLevel::critical), "critical");
+  EXPECT_EQ(to_string(Mode::observe), "observe");
+}
+
+TEST(Options, DocsContainTheGeneratedTable) {
+  const std::string path = std::string(KVREMAP_SOURCE_DIR) + "/docs/configuration.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string table = options_markdown_table();
+  EXPECT_NE(docs.find(table), std::string::npos)
+      << "docs/configuration.md is out of date; paste this table into it:\n"
+      << table;
+  // Exactly one table: no stale rows left next to the generated one.
+  EXPECT_EQ(docs.find("| Variable |"), docs.rfind("| Variable |"));
+}

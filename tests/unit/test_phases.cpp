@@ -1,0 +1,310 @@
+// Unit tests for policy/phases: synthetic vLLM, SGLang and eager start-ups fed event by event.
+#include "policy/phases.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace kvremap::policy;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1ull << 20;
+constexpr std::uint64_t GiB = 1ull << 30;
+
+// Feeds events 1 ms apart and records every phase change.
+class Engine {
+ public:
+  explicit Engine(PhaseRules rules = {}) : tracker(rules) {}
+
+  void alloc(std::uint64_t bytes) { feed(Alloc{next_ptr_ += bytes, bytes, Category::other, "cudaMalloc"}); }
+  void free_(std::uint64_t bytes) { feed(Free{next_ptr_, bytes, Category::other}); }
+  void query(std::uint64_t free_bytes, std::uint64_t total = 80 * GiB) {
+    feed(MemoryQuery{free_bytes, total, free_bytes, total});
+  }
+  void kernels(int n) {
+    for (int i = 0; i < n; ++i) feed(KernelLaunch{});
+  }
+  void zeros(std::uint64_t bytes) {  // torch.zeros: an allocation and its fill kernel
+    alloc(bytes);
+    kernels(1);
+  }
+  void capture(std::uint64_t id, std::uint64_t pool_bytes = 0) {
+    feed(CaptureBegin{id, CaptureMode::relaxed});
+    if (pool_bytes) alloc(pool_bytes);
+    kernels(20);
+    feed(CaptureEnd{id, true});
+    feed(GraphInstantiate{8 * MiB});
+  }
+  void graph_launch() { feed(GraphLaunch{}); }
+  void module_load() { feed(ModuleLoad{1 * MiB}); }
+
+  // vLLM V1 / SGLang weights: ~300 tensors of mixed sizes, with long runs of identical expert tensors.
+  void load_weights(int layers = 48) {
+    zeros(300 * MiB);  // embedding
+    for (int layer = 0; layer < layers; ++layer) {
+      zeros(48 * MiB);  // qkv
+      zeros(32 * MiB);  // o_proj
+      for (int expert = 0; expert < 4; ++expert) zeros(112 * MiB);  // identical expert tensors
+      zeros(2 * MiB);   // norms
+    }
+    kernels(10);  // process_weights_after_loading
+  }
+
+  void feed(EventKind kind) {
+    now_ += 1'000'000;
+    if (auto change = tracker.observe(Event{now_, 1, 0, std::move(kind)})) changes.push_back(*change);
+  }
+  std::vector<Phase> path() const {
+    std::vector<Phase> out{Phase::init};
+    for (const auto& change : changes) out.push_back(change.to);
+    return out;
+  }
+  std::uint64_t now() const { return now_; }
+
+  PhaseTracker tracker;
+  std::vector<PhaseChange> changes;
+
+ private:
+  std::uint64_t now_ = 0;
+  std::uint64_t next_ptr_ = 0x7f0000000000;
+};
+
+using P = Phase;
+
+// vLLM V1: baseline, NCCL, weights, "before profile" query, profile_run, "after profile" sizing query.
+void vllm_until_sized(Engine& e, bool graph_estimate = false) {
+  e.query(79 * GiB);
+  e.alloc(200 * MiB);  // NCCL buffers
+  e.kernels(3);        // NCCL warm-up all-reduce
+  e.load_weights();
+  e.query(50 * GiB);   // memory_profiling(): before_profile
+  for (int layer = 0; layer < 48; ++layer) {  // profile_run: activations, many kernels
+    if (layer < 4) e.zeros(64 * MiB);
+    e.kernels(12);
+  }
+  if (graph_estimate) {
+    e.query(46 * GiB);
+    e.kernels(30);  // eager warm-up before the estimate capture
+    e.capture(900, 512 * MiB);
+    e.capture(901, 512 * MiB);
+    e.query(45 * GiB);
+  }
+  for (int i = 0; i < 10; ++i) e.free_(64 * MiB);  // empty_cache
+  e.query(46 * GiB);  // after_profile: the sizing query
+}
+
+void vllm_kv_and_capture(Engine& e) {
+  e.zeros(16 * MiB);  // block tables
+  for (int layer = 0; layer < 48; ++layer) e.zeros(800 * MiB);  // one KV tensor per layer
+  e.alloc(256 * MiB);  // FlashInfer workspace
+  e.module_load();
+  e.kernels(200);  // compile for batch sizes, autotuning
+  e.query(6 * GiB);  // before the capture loop
+  for (std::uint64_t size = 0; size < 60; ++size) {
+    e.kernels(15);  // eager warm-up runs
+    e.capture(size, size == 0 ? 1 * GiB : 0);
+  }
+  e.query(5 * GiB);  // "Graph capturing finished"
+  e.kernels(5);      // sampler warm-up
+  e.graph_launch();  // first request
+}
+
+}  // namespace
+
+TEST(Phases, NamesAreStable) {
+  EXPECT_EQ(to_string(P::init), "init");
+  EXPECT_EQ(to_string(P::loading), "loading");
+  EXPECT_EQ(to_string(P::profiling), "profiling");
+  EXPECT_EQ(to_string(P::kv_allocation), "kv_allocation");
+  EXPECT_EQ(to_string(P::post_kv_warmup), "post_kv_warmup");
+  EXPECT_EQ(to_string(P::capture), "capture");
+  EXPECT_EQ(to_string(P::serving), "serving");
+  EXPECT_EQ(to_string(Category::graph_pool), "graph_pool");
+  EXPECT_EQ(category_from_string("async_pool"), Category::async_pool);
+  EXPECT_FALSE(category_from_string("weights"));
+}
+
+TEST(Phases, VllmV1StartUpGoesThroughEveryPhase) {
+  Engine e;
+  vllm_until_sized(e);
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+  vllm_kv_and_capture(e);
+  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::profiling, P::kv_allocation, P::post_kv_warmup,
+                                          P::capture, P::serving}));
+}
+
+TEST(Phases, IdenticalExpertWeightsAreNotKv) {
+  Engine e;
+  e.query(79 * GiB);
+  e.load_weights();
+  EXPECT_EQ(e.tracker.current(), P::loading);
+}
+
+TEST(Phases, KvBurstStartsAtItsFirstAllocation) {
+  Engine e;
+  vllm_until_sized(e);
+  e.zeros(16 * MiB);
+  const std::uint64_t before_kv = e.now();
+  for (int layer = 0; layer < 48; ++layer) e.zeros(800 * MiB);
+  ASSERT_EQ(e.changes.size(), 3u);
+  EXPECT_EQ(e.changes[2].to, P::kv_allocation);
+  EXPECT_EQ(e.changes[2].since_ns, before_kv + 1'000'000);
+  EXPECT_NE(e.changes[2].reason.find("800.00 MiB"), std::string::npos) << e.changes[2].reason;
+  EXPECT_EQ(e.tracker.current(), P::kv_allocation);  // fill kernels between KV tensors do not end it
+}
+
+TEST(Phases, VllmGraphMemoryEstimateDuringProfilingStaysInProfiling) {
+  Engine e;
+  vllm_until_sized(e, /*graph_estimate=*/true);
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+  vllm_kv_and_capture(e);
+  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::profiling, P::kv_allocation, P::post_kv_warmup,
+                                          P::capture, P::serving}));
+}
+
+TEST(Phases, ProfilingActivationsOfOneSizeAreNotKv) {
+  Engine e;
+  e.query(79 * GiB);
+  e.load_weights();
+  e.query(50 * GiB);
+  e.kernels(64);
+  ASSERT_EQ(e.tracker.current(), P::profiling);
+  for (int i = 0; i < 8; ++i) e.zeros(128 * MiB);  // no sizing query yet: activations
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+  e.query(45 * GiB);
+  for (int i = 0; i < 4; ++i) e.zeros(64 * MiB);  // 256 MiB: under 2% of 45 GiB free
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+  for (int i = 0; i < 12; ++i) e.zeros(1 * GiB);
+  EXPECT_EQ(e.tracker.current(), P::kv_allocation);
+}
+
+TEST(Phases, SglangGoesFromLoadingStraightToKv) {
+  Engine e;
+  e.alloc(100 * MiB);  // NCCL before the baseline
+  e.query(79 * GiB);   // baseline
+  e.load_weights();
+  e.query(50 * GiB);   // "Load weight end"
+  e.query(50 * GiB);   // profile_max_num_token
+  e.zeros(40 * MiB);   // req_to_token_pool
+  e.kernels(2);        // free-slot arange etc.
+  for (int i = 0; i < 2 * 48; ++i) e.zeros(400 * MiB);  // k_buffer and v_buffer per layer
+  e.query(8 * GiB);   // "Memory pool end"
+  e.alloc(32 * MiB);  // cuBLAS workspace
+  e.kernels(4);
+  for (std::uint64_t bs = 0; bs < 30; ++bs) {
+    e.kernels(20);
+    e.capture(bs, bs == 0 ? 512 * MiB : 0);
+  }
+  e.graph_launch();
+  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup, P::capture,
+                                          P::serving}));
+}
+
+TEST(Phases, EagerEngineReachesServingOnlyAfterAQuietPeriod) {
+  PhaseRules rules;
+  rules.idle_quiet_ns = 5'000'000'000;
+  Engine e(rules);
+  vllm_until_sized(e);
+  for (int layer = 0; layer < 32; ++layer) e.zeros(1 * GiB);
+  e.kernels(100);
+  ASSERT_EQ(e.tracker.current(), P::post_kv_warmup);
+  EXPECT_FALSE(e.tracker.observe_idle(e.now() + 4'999'999'999));
+  const auto change = e.tracker.observe_idle(e.now() + 5'000'000'000);
+  ASSERT_TRUE(change);
+  EXPECT_EQ(change->from, P::post_kv_warmup);
+  EXPECT_EQ(change->to, P::serving);
+  EXPECT_EQ(e.tracker.current(), P::serving);
+}
+
+TEST(Phases, IdleBeforeKvNeverMeansServing) {
+  Engine e;
+  EXPECT_FALSE(e.tracker.observe_idle(1'000'000'000'000));
+  e.query(79 * GiB);
+  e.load_weights();  // torch.compile may think for minutes here
+  EXPECT_FALSE(e.tracker.observe_idle(e.now() + 3'600'000'000'000));
+  EXPECT_EQ(e.tracker.current(), P::loading);
+}
+
+TEST(Phases, QueriesAndLaunchesBetweenCapturesStayInCapture) {
+  Engine e;
+  vllm_until_sized(e);
+  for (int layer = 0; layer < 32; ++layer) e.zeros(1 * GiB);
+  e.capture(1);
+  ASSERT_EQ(e.tracker.current(), P::capture);
+  e.query(5 * GiB);
+  e.kernels(50);
+  e.feed(CaptureBegin{2, CaptureMode::global});
+  e.graph_launch();  // replay inside another capture: still capturing
+  e.feed(CaptureEnd{2, true});
+  EXPECT_EQ(e.tracker.current(), P::capture);
+  e.graph_launch();
+  EXPECT_EQ(e.tracker.current(), P::serving);
+}
+
+TEST(Phases, AllocationsInsideCaptureNeverFormAKvBurst) {
+  Engine e;
+  vllm_until_sized(e);
+  e.feed(CaptureBegin{7, CaptureMode::relaxed});
+  for (int i = 0; i < 20; ++i) e.alloc(1 * GiB);
+  e.feed(CaptureEnd{7, false});
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+}
+
+TEST(Phases, KvBurstEndsAtADifferentSizeOrAModuleLoad) {
+  {
+    Engine e;
+    vllm_until_sized(e);
+    for (int layer = 0; layer < 32; ++layer) e.zeros(1 * GiB);
+    e.alloc(4 * MiB);
+    EXPECT_EQ(e.tracker.current(), P::post_kv_warmup);
+    EXPECT_NE(e.changes.back().reason.find("4.00 MiB"), std::string::npos);
+  }
+  {
+    Engine e;
+    vllm_until_sized(e);
+    for (int layer = 0; layer < 32; ++layer) e.zeros(1 * GiB);
+    e.module_load();
+    EXPECT_EQ(e.tracker.current(), P::post_kv_warmup);
+  }
+}
+
+TEST(Phases, KernelsBetweenLargeAllocationsBreakTheRun) {
+  Engine e;
+  vllm_until_sized(e);
+  for (int i = 0; i < 10; ++i) {
+    e.alloc(1 * GiB);
+    e.kernels(5);  // more than a fill kernel: a forward pass, not torch.zeros
+  }
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+}
+
+TEST(Phases, ServingIsFinalAndEmptyStreamStaysInInit) {
+  Engine e;
+  e.query(79 * GiB);
+  e.kernels(100);
+  e.graph_launch();
+  EXPECT_EQ(e.tracker.current(), P::init);
+  vllm_until_sized(e);
+  vllm_kv_and_capture(e);
+  ASSERT_EQ(e.tracker.current(), P::serving);
+  const std::size_t changes = e.changes.size();
+  e.capture(1000, 1 * GiB);
+  e.query(1 * GiB);
+  for (int i = 0; i < 10; ++i) e.zeros(1 * GiB);
+  EXPECT_EQ(e.tracker.current(), P::serving);
+  EXPECT_EQ(e.changes.size(), changes);
+}
+
+TEST(Phases, ProfilingChangeIsDatedAtTheFirstKernelAfterTheQuery) {
+  Engine e;
+  e.query(79 * GiB);
+  e.load_weights();
+  e.query(50 * GiB);
+  const std::uint64_t first_kernel = e.now() + 1'000'000;
+  e.kernels(64);
+  ASSERT_EQ(e.tracker.current(), P::profiling);
+  EXPECT_EQ(e.changes.back().since_ns, first_kernel);
+  EXPECT_EQ(e.changes.back().from, P::loading);
+}

@@ -1,0 +1,118 @@
+// `kvremap report` rendering: byte formatting, clean and killed traces, summary cross-checks, notes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tools/report.h"
+#include "tools/trace/trace_reader.h"
+
+namespace {
+
+using kvremap::report::format_bytes;
+using kvremap::report::format_signed_bytes;
+using kvremap::report::render_report;
+using kvremap::trace::read_trace;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string data_path(const std::string& name) {
+  return std::string(KVREMAP_SOURCE_DIR) + "/tests/data/traces/" + name;
+}
+
+TEST(Report, FormatsBytesInBinaryUnits) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.00 KiB");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(80ULL << 30), "80.00 GiB");
+  EXPECT_EQ(format_bytes(3ULL << 40), "3.00 TiB");
+  EXPECT_EQ(format_signed_bytes(0), "0 B");
+  EXPECT_EQ(format_signed_bytes(-(40LL << 30)), "-40.00 GiB");
+  EXPECT_EQ(format_signed_bytes(512), "+512 B");
+  EXPECT_EQ(format_signed_bytes(INT64_MIN), "-8.00 EiB");  // no overflow negating the most negative value
+}
+
+TEST(Report, CleanExitShowsSummaryTableCheckpointsAndCaptures) {
+  const std::string report = render_report(read_trace(data_path("complete.json")));
+  EXPECT_THAT(report, HasSubstr("process   4242 (parent 4200) on gpu-node-1: python3 -m vllm"));
+  EXPECT_THAT(report, HasSubstr("options: KVREMAP_MODE=observe KVREMAP_TRACE_DIR=/tmp"));
+  EXPECT_THAT(report, HasSubstr("ended     cleanly (atexit) after 0.019 s\n"));
+  EXPECT_THAT(report, HasSubstr("device 0: 80.00 GiB total; categories from the summary (events agree)"));
+  // category, live, peak, peak at, allocated, allocs, frees
+  EXPECT_THAT(report, ::testing::ContainsRegex("  kv +40\\.00 GiB +40\\.00 GiB +0\\.009 s +40\\.00 GiB +1 +0\n"));
+  EXPECT_THAT(report, ::testing::ContainsRegex("  other +2\\.00 GiB +3\\.00 GiB +0\\.005 s +3\\.00 GiB +2 +1\n"));
+  EXPECT_THAT(report, ::testing::ContainsRegex("  vmm +0 B +0 B +- +0 B +0 +0\n"));
+  EXPECT_THAT(report, ::testing::ContainsRegex("all live +42\\.00 GiB\n"));
+  EXPECT_THAT(report, HasSubstr("checkpoints: 3 memory queries"));
+  EXPECT_THAT(report, ::testing::ContainsRegex(
+                          "2 +0\\.015 s cudaMemGetInfo +capture +0 +77\\.75 GiB +37\\.75 GiB +-40\\.00 GiB\n"));
+  EXPECT_THAT(report, HasSubstr("0.016 s  capture -> serving (first launch after capture)"));
+  EXPECT_THAT(report,
+              HasSubstr("captures:   1 windows, 2.000 ms in total (ok 1), 256.00 MiB allocated while capturing"));
+  EXPECT_THAT(report, HasSubstr("graph exec: 1 instantiated (2.00 MiB), 1 destroyed (2.00 MiB)"));
+  EXPECT_THAT(report, HasSubstr("modules:    1 loaded (1.00 MiB), 0 unloaded (0 B)"));
+  EXPECT_THAT(report, HasSubstr("counts:     captures 1, graph_launches 12, kernel_launches 3400, module_loads 1"));
+  EXPECT_THAT(report, Not(HasSubstr("!")));
+}
+
+TEST(Report, KilledProcessIsReplayedFromEvents) {
+  const std::string report = render_report(read_trace(data_path("killed_mid_line.json")));
+  EXPECT_THAT(report, HasSubstr("ended     without a summary (killed or crashed?); last memory event at 0.011 s; "
+                                "an incomplete last line was ignored"));
+  EXPECT_THAT(report, HasSubstr("device 0: 80.00 GiB total; categories replayed from events (no summary)"));
+  EXPECT_THAT(report, ::testing::ContainsRegex("  graph_pool +256\\.00 MiB +256\\.00 MiB +0\\.011 s"));
+  EXPECT_THAT(report, HasSubstr("captures:   0 windows"));
+  EXPECT_THAT(report, Not(HasSubstr("counts:")));
+}
+
+TEST(Report, SummaryThatDisagreesWithEventsIsFlagged) {
+  kvremap::trace::Trace trace = read_trace(data_path("complete.json"));
+  trace.summary->devices[0].categories["kv"].peak_bytes = 39ULL << 30;
+  trace.summary->devices[0].categories["other"].frees = 0;
+  const std::string report = render_report(trace);
+  EXPECT_THAT(report, HasSubstr("categories from the summary (events disagree)"));
+  EXPECT_THAT(report, HasSubstr("  ! kv peak 40.00 GiB in events, 39.00 GiB in summary\n"));
+  EXPECT_THAT(report, HasSubstr("  ! other 2 allocations/1 frees in events, 2/0 in summary\n"));
+}
+
+TEST(Report, InternalEventsBecomeNotesAndUnknownCategoriesSortLast) {
+  const std::string text =
+      "[\n"
+      R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
+      R"("library_version":"0.2.0","hostname":"h","pid":7,"ppid":1,"cmdline":"engine","start_unix_ns":1,"options":{}}})"
+      "\n"
+      R"(,{"ph":"i","s":"g","cat":"kvremap","name":"option error","pid":7,"tid":7,"ts":1,)"
+      R"("args":{"variable":"KVREMAP_HEADROOM","value":"lots","message":"expected a size like 512MiB"}})"
+      "\n"
+      R"(,{"ph":"i","s":"t","cat":"alloc","name":"alloc","pid":7,"tid":7,"ts":2,)"
+      R"("args":{"api":"cudaMalloc","ptr":"0x1","bytes":4096,"device":0,"category":"autotune","phase":"serving"}})"
+      "\n"
+      R"(,{"ph":"i","s":"g","cat":"kvremap","name":"tracking disabled","pid":7,"tid":7,"ts":2500000,"args":{"reason":"trace write failed"}})"
+      "\n";
+  const std::string report = render_report(kvremap::trace::parse_trace(text, "t.json"));
+  EXPECT_THAT(report, HasSubstr("note: option error: KVREMAP_HEADROOM=lots: expected a size like 512MiB\n"));
+  EXPECT_THAT(report, HasSubstr("note: tracking disabled at 2.500 s: trace write failed\n"));
+  EXPECT_THAT(report, HasSubstr("device 0: ? total"));
+  EXPECT_THAT(report, HasSubstr("options: (none)"));
+  const std::size_t other_row = report.find("  other ");
+  const std::size_t unknown_row = report.find("  autotune ");
+  ASSERT_NE(other_row, std::string::npos);
+  ASSERT_NE(unknown_row, std::string::npos);
+  EXPECT_LT(other_row, unknown_row);
+}
+
+TEST(Report, TraceWithoutMemoryEventsSaysSo) {
+  const std::string text =
+      "[\n"
+      R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
+      R"("library_version":"0.1.0","hostname":"h","pid":7,"ppid":1,"cmdline":"engine","start_unix_ns":1,"options":{}}})"
+      "\n]\n";
+  const std::string report = render_report(kvremap::trace::parse_trace(text, "idle.json"));
+  EXPECT_THAT(report, HasSubstr("no device memory recorded"));
+  EXPECT_THAT(report, HasSubstr("checkpoints: 0 memory queries"));
+  EXPECT_THAT(report, HasSubstr("phases: no phase changes recorded"));
+}
+
+}  // namespace

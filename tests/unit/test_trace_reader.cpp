@@ -1,0 +1,328 @@
+// Trace reader: complete, killed and malformed traces, schema validation and live-bytes replay.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/trace/trace_reader.h"
+
+namespace {
+
+using kvremap::trace::parse_trace;
+using kvremap::trace::read_trace;
+using kvremap::trace::Trace;
+using kvremap::trace::TraceError;
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+std::string data_path(const std::string& name) {
+  return std::string(KVREMAP_SOURCE_DIR) + "/tests/data/traces/" + name;
+}
+
+// The smallest valid trace text: the header and nothing else; tests append event lines to it.
+const std::string kHeaderLine =
+    R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
+    R"("library_version":"0.1.0","hostname":"h","pid":7,"ppid":1,"cmdline":"engine","start_unix_ns":1,"options":{}}})";
+
+std::string trace_text(const std::vector<std::string>& event_lines, bool closed = true) {
+  std::string text = "[\n" + kHeaderLine + "\n";
+  for (const std::string& line : event_lines) text += "," + line + "\n";
+  return closed ? text + "]\n" : text;
+}
+
+std::string alloc_line(double ts, const std::string& ptr, std::uint64_t bytes, const std::string& category,
+                       int device = 0) {
+  return R"({"ph":"i","s":"t","cat":"alloc","name":"alloc","pid":7,"tid":7,"ts":)" + std::to_string(ts) +
+         R"(,"args":{"api":"cudaMalloc","ptr":")" + ptr + R"(","bytes":)" + std::to_string(bytes) + R"(,"device":)" +
+         std::to_string(device) + R"(,"category":")" + category + R"(","phase":"loading"}})";
+}
+
+std::string free_line(double ts, const std::string& ptr, std::uint64_t bytes, const std::string& category,
+                      int device = 0) {
+  return R"({"ph":"i","s":"t","cat":"alloc","name":"free","pid":7,"tid":7,"ts":)" + std::to_string(ts) +
+         R"(,"args":{"api":"cudaFree","ptr":")" + ptr + R"(","bytes":)" + std::to_string(bytes) + R"(,"device":)" +
+         std::to_string(device) + R"(,"category":")" + category + R"("}})";
+}
+
+// Runs `parse` expecting a TraceError and returns its message.
+template <typename Parse>
+std::string trace_error_of(Parse parse) {
+  try {
+    parse();
+  } catch (const TraceError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "no TraceError thrown";
+  return "";
+}
+
+TEST(TraceReader, CompleteTraceHasHeaderDevicesAndFlags) {
+  const Trace trace = read_trace(data_path("complete.json"));
+  EXPECT_TRUE(trace.complete);
+  EXPECT_FALSE(trace.truncated);
+  EXPECT_EQ(trace.header.schema_version, 1);
+  EXPECT_EQ(trace.header.library_version, "0.1.0");
+  EXPECT_EQ(trace.header.hostname, "gpu-node-1");
+  EXPECT_EQ(trace.header.pid, 4242);
+  EXPECT_EQ(trace.header.ppid, 4200);
+  EXPECT_THAT(trace.header.cmdline, HasSubstr("vllm"));
+  EXPECT_EQ(trace.header.start_unix_ns, 1735689600000000000);
+  EXPECT_EQ(trace.header.options.at("KVREMAP_MODE"), "observe");
+  EXPECT_EQ(trace.header.process_name, "kvremap: python3 (pid 4242)");
+  EXPECT_EQ(trace.device_total_bytes.at(0), 80 * kGiB);
+  EXPECT_EQ(trace.event_count, 32u);
+  ASSERT_EQ(trace.events.size(), 32u);
+  EXPECT_EQ(trace.event_lines.front(), 2u);  // line 1 is the '['
+  EXPECT_EQ(trace.event_lines.back(), 33u);
+}
+
+TEST(TraceReader, CompleteTraceFillsEveryTypedRecord) {
+  const Trace trace = read_trace(data_path("complete.json"));
+  ASSERT_EQ(trace.allocs.size(), 4u);
+  EXPECT_EQ(trace.allocs[0].api, "cudaMalloc");
+  EXPECT_EQ(trace.allocs[0].ptr, "0x7f0000000000");
+  EXPECT_EQ(trace.allocs[0].bytes, 2 * kGiB);
+  EXPECT_EQ(trace.allocs[0].category, "other");
+  EXPECT_EQ(trace.allocs[0].phase, "loading");
+  EXPECT_EQ(trace.allocs[0].caller, "libc10_cuda.so");
+  EXPECT_EQ(trace.allocs[2].category, "kv");
+  ASSERT_EQ(trace.frees.size(), 2u);
+  EXPECT_DOUBLE_EQ(trace.frees[0].event.ts_us, 6000.5);  // fractional microseconds survive
+  EXPECT_EQ(trace.frees[1].api, "cudaFreeAsync");
+  EXPECT_EQ(trace.counters.size(), 9u);
+  EXPECT_EQ(trace.counters.back().bytes_by_category.at("kv"), 40 * kGiB);
+
+  ASSERT_EQ(trace.checkpoints.size(), 3u);
+  EXPECT_EQ(trace.checkpoints[2].index, 2);
+  EXPECT_EQ(trace.checkpoints[2].phase, "capture");
+  EXPECT_EQ(trace.checkpoints[2].driver_free - trace.checkpoints[2].returned_free, 40 * kGiB);
+
+  ASSERT_EQ(trace.phase_changes.size(), 5u);
+  EXPECT_EQ(trace.phase_changes[0].previous, "init");
+  EXPECT_EQ(trace.phase_changes[4].phase, "serving");
+
+  ASSERT_EQ(trace.captures.size(), 1u);
+  EXPECT_DOUBLE_EQ(trace.captures[0].event.ts_us, 10500);
+  EXPECT_DOUBLE_EQ(trace.captures[0].dur_us, 2000);
+  EXPECT_EQ(trace.captures[0].mode, "thread_local");
+  EXPECT_EQ(trace.captures[0].allocated_bytes, 256 * kMiB);
+
+  ASSERT_EQ(trace.graph_execs.size(), 2u);
+  EXPECT_FALSE(trace.graph_execs[0].destroyed);
+  EXPECT_TRUE(trace.graph_execs[1].destroyed);
+  ASSERT_EQ(trace.modules.size(), 1u);
+  EXPECT_EQ(trace.modules[0].bytes, 1 * kMiB);
+
+  // A name this reader does not know inside a known cat is kept, not dropped or rejected.
+  ASSERT_EQ(trace.other_events.size(), 1u);
+  EXPECT_EQ(trace.other_events[0].name, "graph launch batch");
+  EXPECT_EQ(trace.other_events[0].args.at("launches"), 12);
+
+  ASSERT_TRUE(trace.summary.has_value());
+  EXPECT_EQ(trace.summary->exit, "atexit");
+  EXPECT_DOUBLE_EQ(trace.summary->duration_us, 19000);
+  ASSERT_EQ(trace.summary->devices.size(), 1u);
+  EXPECT_EQ(trace.summary->devices[0].categories.at("other").peak_bytes, 3 * kGiB);
+  EXPECT_EQ(trace.summary->checkpoints.size(), 3u);
+  EXPECT_EQ(trace.summary->counts.at("kernel_launches"), 3400u);
+}
+
+TEST(TraceReader, CompleteAndUnclosedSamplesConformToTheSchema) {
+  EXPECT_THAT(kvremap::trace::validate(read_trace(data_path("complete.json"))), ::testing::IsEmpty());
+  const Trace unclosed = read_trace(data_path("missing_close_bracket.json"));
+  EXPECT_FALSE(unclosed.complete);
+  EXPECT_FALSE(unclosed.truncated);
+  EXPECT_TRUE(unclosed.summary.has_value());
+  EXPECT_THAT(kvremap::trace::validate(unclosed), ::testing::IsEmpty());
+}
+
+TEST(TraceReader, ReplayOfConsistentSampleMatchesItsSummary) {
+  const Trace trace = read_trace(data_path("complete.json"));
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  EXPECT_EQ(replay.frees_exceeding_live, 0u);
+  ASSERT_EQ(replay.devices.size(), 1u);
+  const auto& replayed = replay.devices.at(0);
+  const auto& written = trace.summary->devices[0].categories;
+  ASSERT_EQ(replayed.size(), written.size());
+  for (const auto& [category, stats] : written) {
+    SCOPED_TRACE(category);
+    EXPECT_EQ(replayed.at(category), stats);
+  }
+  // The counters agree with the replay too: the last sample is what was live at the end.
+  for (const auto& [category, bytes] : trace.counters.back().bytes_by_category) {
+    EXPECT_EQ(replayed.at(category).live_bytes, bytes) << category;
+  }
+}
+
+TEST(TraceReader, KilledMidLineKeepsEveryCompleteEvent) {
+  const Trace trace = read_trace(data_path("killed_mid_line.json"));
+  EXPECT_TRUE(trace.truncated);
+  EXPECT_FALSE(trace.complete);
+  EXPECT_FALSE(trace.summary.has_value());
+  EXPECT_EQ(trace.event_count, 19u);
+  EXPECT_TRUE(trace.captures.empty());  // the capture window was the line being written
+  EXPECT_EQ(trace.allocs.size(), 4u);
+  EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
+}
+
+TEST(TraceReader, KilledAfterSeparatingCommaIsTruncatedNotAnError) {
+  const Trace trace = read_trace(data_path("killed_after_comma.json"));
+  EXPECT_TRUE(trace.truncated);
+  EXPECT_FALSE(trace.complete);
+  EXPECT_EQ(trace.event_count, 19u);
+}
+
+TEST(TraceReader, GarbageAndForeignTracesAreOneLineErrors) {
+  const std::string garbage = trace_error_of([] { (void)read_trace(data_path("garbage.json")); });
+  EXPECT_THAT(garbage, HasSubstr("garbage.json: line 1: not a kvremap trace: expected '['"));
+  EXPECT_EQ(garbage.find('\n'), std::string::npos);
+
+  const std::string foreign = trace_error_of([] { (void)read_trace(data_path("other_chrome_trace.json")); });
+  EXPECT_THAT(foreign, HasSubstr("other_chrome_trace.json: line 3: not a kvremap trace: the first event must be"));
+
+  EXPECT_THAT(trace_error_of([] { (void)parse_trace("", "empty.json"); }), HasSubstr("empty.json: line 0: "));
+  EXPECT_THAT(trace_error_of([] { (void)parse_trace("[\n", "bare.json"); }),
+              HasSubstr("bare.json: line 1: not a kvremap trace: the file ends before the kvremap_trace"));
+  EXPECT_THAT(trace_error_of([] { (void)read_trace(data_path("does-not-exist.json")); }),
+              HasSubstr("does-not-exist.json: line 0: cannot open: No such file or directory"));
+}
+
+TEST(TraceReader, OtherSchemaVersionIsRejected) {
+  EXPECT_THAT(
+      trace_error_of([] { (void)read_trace(data_path("wrong_schema_version.json")); }),
+      HasSubstr("wrong_schema_version.json: line 2: unsupported schema_version 2 (this reader reads version 1)"));
+}
+
+TEST(TraceReader, UnparsableLineBeforeTheEndIsAnErrorNamingItsLine) {
+  const std::string broken = R"({"ph":"i","cat":"alloc",)";
+  // Followed by another event: not a truncated tail but a corrupt file.
+  EXPECT_THAT(trace_error_of([&] {
+                (void)parse_trace(trace_text({broken, alloc_line(1, "0x1", 8, "kv")}, false), "t");
+              }),
+              HasSubstr("t: line 3: not a JSON event: "));
+  // Followed only by ']': the writer finished the file, so the line cannot be a cut-off tail either.
+  EXPECT_THAT(trace_error_of([&] { (void)parse_trace(trace_text({broken}, true), "t"); }), HasSubstr("t: line 3: "));
+  EXPECT_THAT(trace_error_of([] { (void)parse_trace(trace_text({}) + "{}\n", "t"); }),
+              HasSubstr("t: line 4: data after the closing ']'"));
+}
+
+TEST(TraceReader, AcceptsHeaderFirstCrlfBlankLinesAndTrailingCommas) {
+  std::string text = "[\r\n" + kHeaderLine + ",\r\n\r\n" + alloc_line(5, "0x1", 64, "kv") + "\r\n]\r\n";
+  const Trace trace = parse_trace(text, "windows.json");
+  EXPECT_TRUE(trace.complete);
+  EXPECT_TRUE(trace.header.process_name.empty());
+  ASSERT_EQ(trace.allocs.size(), 1u);
+  EXPECT_EQ(trace.event_lines[1], 4u);
+}
+
+TEST(TraceReader, UnknownFieldsAndCategoriesOfEventsAreKeptWithoutComplaint) {
+  const Trace trace = parse_trace(
+      trace_text(
+          {R"({"ph":"i","s":"t","cat":"alloc","name":"alloc","pid":7,"tid":7,"ts":1,"new_top_level":true,)"
+           R"("args":{"api":"cudaMalloc","ptr":"0x1","bytes":8,"device":0,"category":"kv","phase":"loading","numa":3}})",
+           R"({"ph":"i","cat":"policy","name":"commit plan","pid":7,"tid":7,"ts":2,"args":{"kv_bytes":8}})",
+           R"({"ph":"i","s":"g","cat":"kvremap","name":"tracking disabled","pid":7,"tid":7,"ts":3,"args":{"reason":"write failed"}})"}),
+      "t");
+  EXPECT_EQ(trace.allocs.size(), 1u);
+  ASSERT_EQ(trace.other_events.size(), 2u);
+  EXPECT_EQ(trace.other_events[0].cat, "policy");
+  EXPECT_EQ(trace.other_events[1].args.at("reason"), "write failed");
+  EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
+}
+
+TEST(TraceReader, ValidateNamesEveryProblemWithEventAndLine) {
+  const std::vector<std::string> problems = kvremap::trace::validate(read_trace(data_path("schema_problems.json")));
+  const std::string file = data_path("schema_problems.json");
+  EXPECT_THAT(problems,
+              ::testing::ElementsAre(
+                  file + ": event 1: alloc: missing args.bytes (line 3)",
+                  file + ": event 2: alloc: args.category: expected one of kv, graph_pool, graph_exec, module, "
+                         "async_pool, vmm, other, found \"weights\" (line 4)",
+                  file + ": event 3: free: args.bytes: expected a non-negative integer, found \"4096\" (line 5)",
+                  file + ": event 4: device 0 bytes: missing args.vmm (line 6)",
+                  file + ": event 5: capture: args.mode: expected one of global, thread_local, relaxed, found "
+                         "\"sideways\" (line 7)",
+                  file + ": event 6: expected a JSON object, found 42 (line 8)",
+                  file + ": event 7: phase: profiling: missing pid (line 9)"));
+}
+
+TEST(TraceReader, ValidateChecksSummaryPlacementAndRepeatedHeader) {
+  const std::string summary_line =
+      R"({"ph":"i","s":"g","cat":"summary","name":"summary","pid":7,"tid":7,"ts":9,"args":{"schema_version":1,)"
+      R"("library_version":"0.1.0","exit":"SIGTERM","duration_us":9,"devices":[{"device":0,"total_bytes":1,)"
+      R"("categories":{"kv":{"live_bytes":0,"peak_bytes":0,"peak_ts":0,"allocated_bytes":0,"allocations":0,"frees":0}}}],)"
+      R"("checkpoints":[],"counts":{"captures":0,"graph_launches":0,"kernel_launches":0,"module_loads":0},"options":{}}})";
+  const Trace trace = parse_trace(trace_text({summary_line, kHeaderLine}), "t");
+  const std::vector<std::string> problems = kvremap::trace::validate(trace);
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("t: event 1: summary: the summary is not the last event")));
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("missing args.devices[0].categories.graph_pool (line 3)")));
+  EXPECT_THAT(problems,
+              ::testing::Contains(HasSubstr("t: event 2: kvremap_trace: a second kvremap_trace metadata event")));
+  EXPECT_EQ(trace.summary->exit, "SIGTERM");
+}
+
+TEST(TraceReader, MistypedFieldsReadAsDefaultsInsteadOfThrowing) {
+  const Trace trace = parse_trace(
+      trace_text(
+          {R"({"ph":"i","cat":"alloc","name":"alloc","pid":7,"tid":"seven","ts":"soon","args":{"bytes":-5,"ptr":12,"device":"0"}})",
+           R"({"ph":"i","cat":"alloc","name":"free","pid":7,"tid":7,"ts":1,"args":[1,2]})"}),
+      "t");
+  ASSERT_EQ(trace.allocs.size(), 1u);
+  EXPECT_EQ(trace.allocs[0].bytes, 0u);
+  EXPECT_EQ(trace.allocs[0].ptr, "");
+  EXPECT_DOUBLE_EQ(trace.allocs[0].event.ts_us, 0);
+  EXPECT_THAT(kvremap::trace::validate(trace),
+              ::testing::Contains(HasSubstr("event 2: free: args: expected an object")));
+}
+
+TEST(TraceReader, WithoutRawEventsTypedRecordsRemainAndValidateSaysWhy) {
+  const Trace trace = read_trace(data_path("complete.json"), {.keep_raw_events = false});
+  EXPECT_TRUE(trace.events.empty());
+  EXPECT_EQ(trace.event_count, 32u);
+  EXPECT_EQ(trace.allocs.size(), 4u);
+  EXPECT_THAT(kvremap::trace::validate(trace), ::testing::ElementsAre(HasSubstr("read without its raw events")));
+}
+
+TEST(TraceReplay, TracksEachDeviceAndClampsFreesOfUnknownMemory) {
+  const Trace trace =
+      parse_trace(trace_text({alloc_line(1, "0x1", 100, "kv", 0), alloc_line(2, "0x2", 50, "kv", 1),
+                              alloc_line(3, "0x3", 30, "kv", 0), free_line(4, "0x1", 100, "kv", 0),
+                              alloc_line(5, "0x4", 100, "kv", 0), free_line(6, "0x9", 500, "other", 1)}),
+                  "t");
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  const kvremap::trace::CategoryStats& kv0 = replay.devices.at(0).at("kv");
+  EXPECT_EQ(kv0.live_bytes, 130u);
+  EXPECT_EQ(kv0.peak_bytes, 130u);
+  EXPECT_DOUBLE_EQ(kv0.peak_ts_us, 3);  // reached first at ts 3, matched again at ts 5
+  EXPECT_EQ(kv0.allocated_bytes, 230u);
+  EXPECT_EQ(kv0.allocations, 3u);
+  EXPECT_EQ(kv0.frees, 1u);
+  EXPECT_EQ(replay.devices.at(1).at("kv").live_bytes, 50u);
+  EXPECT_EQ(replay.devices.at(1).at("other").live_bytes, 0u);
+  EXPECT_EQ(replay.frees_exceeding_live, 1u);
+  EXPECT_EQ(replay.devices.at(1).size(), kvremap::trace::kCategories.size());
+}
+
+TEST(TraceReader, LargeTraceParsesInOnePassWithCorrectLines) {
+  constexpr int kEvents = 50000;
+  std::string text = "[\n" + kHeaderLine + "\n";
+  text.reserve(kEvents * 200);
+  for (int i = 0; i < kEvents; ++i) {
+    text += "," +
+            (i % 2 == 0 ? alloc_line(i, "0x" + std::to_string(i), 256, "other")
+                        : free_line(i, "0x" + std::to_string(i - 1), 256, "other")) +
+            "\n";
+  }
+  const Trace trace = parse_trace(text, "big.json");
+  EXPECT_FALSE(trace.complete);
+  EXPECT_EQ(trace.event_count, static_cast<std::size_t>(kEvents + 1));
+  EXPECT_EQ(trace.event_lines.back(), static_cast<std::size_t>(kEvents + 2));
+  const kvremap::trace::CategoryStats& other = kvremap::trace::replay_live_bytes(trace).devices.at(0).at("other");
+  EXPECT_EQ(other.live_bytes, 0u);
+  EXPECT_EQ(other.peak_bytes, 256u);
+}
+
+}  // namespace

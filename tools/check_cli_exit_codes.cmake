@@ -1,0 +1,17 @@
+# Runs `kvremap` on good, bad and no input and checks each exit code: 0 ok, 1 trace problem, 2 usage.
+function(expect_exit expected)
+  execute_process(COMMAND ${KVREMAP} ${ARGN} RESULT_VARIABLE actual OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT actual EQUAL expected)
+    message(FATAL_ERROR "kvremap ${ARGN}: exit ${actual}, expected ${expected}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+endfunction()
+
+expect_exit(0 report ${DATA}/complete.json ${DATA}/killed_mid_line.json ${DATA}/killed_after_comma.json)
+expect_exit(0 validate ${DATA}/complete.json ${DATA}/missing_close_bracket.json)
+expect_exit(1 validate ${DATA}/schema_problems.json)
+expect_exit(1 validate ${DATA}/garbage.json)
+expect_exit(1 report ${DATA}/wrong_schema_version.json)
+expect_exit(1 report ${DATA}/does-not-exist.json)
+expect_exit(2 report)
+expect_exit(2 validate --no-such-flag ${DATA}/complete.json)
+expect_exit(2 no-such-subcommand)

@@ -1,0 +1,58 @@
+// Non-throwing field access on parsed trace events, shared by the reader and the validator.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace kvremap::trace::detail {
+
+// The member `key` of `object`, or nullptr when `object` is not an object or lacks it. The reader
+// must never throw on a mistyped field (validate() reports those), so all access goes through here.
+inline const nlohmann::json* member(const nlohmann::json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  auto found = object.find(key);
+  return found == object.end() ? nullptr : &*found;
+}
+
+inline const nlohmann::json& args_of(const nlohmann::json& event) {
+  static const nlohmann::json no_args = nlohmann::json::object();
+  const nlohmann::json* args = member(event, "args");
+  return args != nullptr ? *args : no_args;
+}
+
+inline std::string string_at(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = member(object, key);
+  return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+inline bool is_non_negative_integer(const nlohmann::json& value) {
+  return value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+}
+
+inline std::uint64_t uint_at(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = member(object, key);
+  if (value == nullptr) return 0;
+  if (is_non_negative_integer(*value)) return value->get<std::uint64_t>();
+  if (value->is_number_float() && value->get<double>() >= 0) return static_cast<std::uint64_t>(value->get<double>());
+  return 0;
+}
+
+inline std::int64_t int_at(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = member(object, key);
+  if (value == nullptr || !value->is_number()) return 0;
+  return value->is_number_float() ? static_cast<std::int64_t>(value->get<double>()) : value->get<std::int64_t>();
+}
+
+inline double number_at(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = member(object, key);
+  return value != nullptr && value->is_number() ? value->get<double>() : 0.0;
+}
+
+// Option values are documented as strings; anything else is kept as its JSON text rather than lost.
+inline std::string as_option_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace kvremap::trace::detail

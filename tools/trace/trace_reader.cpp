@@ -1,0 +1,429 @@
+// Line-by-line parser for streamed kvremap traces, tolerant of the tail a killed process leaves.
+#include "tools/trace/trace_reader.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "tools/trace/json_access.h"
+
+namespace kvremap::trace {
+
+using detail::args_of;
+using detail::int_at;
+using detail::member;
+using detail::number_at;
+using detail::string_at;
+using detail::uint_at;
+using nlohmann::json;
+
+bool is_known_category(std::string_view name) {
+  return std::find(kCategories.begin(), kCategories.end(), name) != kCategories.end();
+}
+
+bool is_known_phase(std::string_view name) { return std::find(kPhases.begin(), kPhases.end(), name) != kPhases.end(); }
+
+std::size_t category_rank(std::string_view name) {
+  return static_cast<std::size_t>(std::find(kCategories.begin(), kCategories.end(), name) - kCategories.begin());
+}
+
+namespace {
+
+std::string location_message(const std::string& source, std::size_t line, const std::string& problem) {
+  return source + ": line " + std::to_string(line) + ": " + problem;
+}
+
+}  // namespace
+
+TraceError::TraceError(const std::string& source, std::size_t line, const std::string& problem)
+    : std::runtime_error(location_message(source, line, problem)), source_(source), line_(line) {}
+
+namespace {
+
+std::string_view trim(std::string_view text) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// Error messages quote offending input; a garbage file may have one enormous line.
+std::string excerpt(std::string_view text) {
+  constexpr std::size_t kMaxQuoted = 40;
+  std::string quoted(text.substr(0, kMaxQuoted));
+  for (char& c : quoted) {
+    if (static_cast<unsigned char>(c) < 0x20) c = '?';
+  }
+  return "'" + quoted + (text.size() > kMaxQuoted ? "...'" : "'");
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] "; the prefix tells a user nothing.
+std::string json_error_text(std::string_view body) {
+  try {
+    const json reparsed = json::parse(body);
+    (void)reparsed;
+  } catch (const json::parse_error& error) {
+    std::string text = error.what();
+    const std::size_t bracket = text.find("] ");
+    return bracket == std::string::npos ? text : text.substr(bracket + 2);
+  }
+  return "invalid JSON";
+}
+
+EventRef make_ref(const json& event, std::size_t index, std::size_t line) {
+  return EventRef{index, line, number_at(event, "ts"), int_at(event, "tid")};
+}
+
+std::map<std::string, std::string> read_options(const json& object) {
+  std::map<std::string, std::string> options;
+  if (!object.is_object()) return options;
+  for (const auto& [name, value] : object.items()) options.emplace(name, detail::as_option_text(value));
+  return options;
+}
+
+Checkpoint read_checkpoint(const json& args, EventRef ref) {
+  Checkpoint checkpoint;
+  checkpoint.event = ref;
+  checkpoint.index = int_at(args, "index");
+  checkpoint.api = string_at(args, "api");
+  checkpoint.device = static_cast<int>(int_at(args, "device"));
+  checkpoint.driver_free = uint_at(args, "driver_free");
+  checkpoint.driver_total = uint_at(args, "driver_total");
+  checkpoint.returned_free = uint_at(args, "returned_free");
+  checkpoint.returned_total = uint_at(args, "returned_total");
+  checkpoint.phase = string_at(args, "phase");
+  return checkpoint;
+}
+
+CategoryStats read_category_stats(const json& object) {
+  CategoryStats stats;
+  stats.live_bytes = uint_at(object, "live_bytes");
+  stats.peak_bytes = uint_at(object, "peak_bytes");
+  stats.peak_ts_us = number_at(object, "peak_ts");
+  stats.allocated_bytes = uint_at(object, "allocated_bytes");
+  stats.allocations = uint_at(object, "allocations");
+  stats.frees = uint_at(object, "frees");
+  return stats;
+}
+
+Summary read_summary(const json& args, EventRef ref) {
+  Summary summary;
+  summary.event = ref;
+  summary.schema_version = static_cast<int>(int_at(args, "schema_version"));
+  summary.library_version = string_at(args, "library_version");
+  summary.exit = string_at(args, "exit");
+  summary.duration_us = number_at(args, "duration_us");
+  if (const json* devices = member(args, "devices"); devices != nullptr && devices->is_array()) {
+    for (const json& device : *devices) {
+      DeviceSummary device_summary;
+      device_summary.device = static_cast<int>(int_at(device, "device"));
+      device_summary.total_bytes = uint_at(device, "total_bytes");
+      if (const json* categories = member(device, "categories"); categories != nullptr && categories->is_object()) {
+        for (const auto& [name, stats] : categories->items()) {
+          device_summary.categories.emplace(name, read_category_stats(stats));
+        }
+      }
+      summary.devices.push_back(std::move(device_summary));
+    }
+  }
+  if (const json* checkpoints = member(args, "checkpoints"); checkpoints != nullptr && checkpoints->is_array()) {
+    for (const json& checkpoint : *checkpoints) summary.checkpoints.push_back(read_checkpoint(checkpoint, EventRef{}));
+  }
+  if (const json* counts = member(args, "counts"); counts != nullptr && counts->is_object()) {
+    for (const auto& [name, value] : counts->items()) {
+      summary.counts.emplace(name, detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0);
+    }
+  }
+  if (const json* options = member(args, "options")) summary.options = read_options(*options);
+  return summary;
+}
+
+// "device 3 bytes" → 3; the device is only in the name because Perfetto groups counters by name.
+std::optional<int> counter_device(std::string_view name) {
+  constexpr std::string_view kPrefix = "device ";
+  constexpr std::string_view kSuffix = " bytes";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
+    return std::nullopt;
+  }
+  const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  int device = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9' || device > 100000) return std::nullopt;
+    device = device * 10 + (c - '0');
+  }
+  return device;
+}
+
+// Files records into the typed vectors; anything not recognised is kept as an OtherEvent.
+class EventSorter {
+ public:
+  explicit EventSorter(Trace& trace) : trace_(trace) {}
+
+  void add(const json& event, std::size_t index, std::size_t line) {
+    const EventRef ref = make_ref(event, index, line);
+    const std::string ph = string_at(event, "ph");
+    const std::string cat = string_at(event, "cat");
+    const std::string name = string_at(event, "name");
+    const json& args = args_of(event);
+    if (!sort_known(event, ph, cat, name, args, ref)) {
+      trace_.other_events.push_back(OtherEvent{ref, ph, cat, name, args});
+    }
+  }
+
+ private:
+  bool sort_known(const json& event, const std::string& ph, const std::string& cat, const std::string& name,
+                  const json& args, const EventRef& ref) {
+    if (ph == "M") return sort_metadata(name, args);
+    if (cat == "alloc" && (name == "alloc" || name == "free")) {
+      sort_memory(name == "free", args, ref);
+      return true;
+    }
+    if (cat == "memory" && ph == "C") {
+      const std::optional<int> device = counter_device(name);
+      if (!device) return false;
+      CounterSample sample{ref, *device, {}};
+      if (args.is_object()) {
+        for (const auto& [category, value] : args.items()) {
+          sample.bytes_by_category.emplace(category,
+                                           detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0);
+        }
+      }
+      trace_.counters.push_back(std::move(sample));
+      return true;
+    }
+    if (cat == "checkpoint" && name == "memory query") {
+      trace_.checkpoints.push_back(read_checkpoint(args, ref));
+      return true;
+    }
+    if (cat == "phase" && name.starts_with("phase: ")) {
+      trace_.phase_changes.push_back(
+          PhaseChange{ref, string_at(args, "phase"), string_at(args, "previous"), string_at(args, "reason")});
+      return true;
+    }
+    if (cat == "capture" && name == "capture") {
+      // dur sits beside ts, outside args.
+      trace_.captures.push_back(CaptureWindow{ref, number_at(event, "dur"), uint_at(args, "capture_id"),
+                                              string_at(args, "stream"), string_at(args, "mode"),
+                                              string_at(args, "status"), uint_at(args, "allocated_bytes")});
+      return true;
+    }
+    if (cat == "graph" && (name == "graph instantiate" || name == "graph exec destroy")) {
+      trace_.graph_execs.push_back(GraphExecEvent{ref, name == "graph exec destroy", string_at(args, "api"),
+                                                  string_at(args, "exec"), uint_at(args, "bytes"),
+                                                  static_cast<int>(int_at(args, "device"))});
+      return true;
+    }
+    if (cat == "module" && (name == "module load" || name == "module unload")) {
+      trace_.modules.push_back(ModuleEvent{ref, name == "module unload", string_at(args, "api"),
+                                           string_at(args, "handle"), uint_at(args, "bytes"),
+                                           static_cast<int>(int_at(args, "device"))});
+      return true;
+    }
+    if (cat == "summary" && name == "summary") {
+      trace_.summary = read_summary(args, ref);
+      return true;
+    }
+    return false;
+  }
+
+  bool sort_metadata(const std::string& name, const json& args) {
+    if (name == "process_name") {
+      trace_.header.process_name = string_at(args, "name");
+      return true;
+    }
+    if (name == "kvremap_device") {
+      trace_.device_total_bytes[static_cast<int>(int_at(args, "device"))] = uint_at(args, "total_bytes");
+      return true;
+    }
+    // The header itself is read before sorting starts; a second kvremap_trace stays visible as an OtherEvent.
+    return false;
+  }
+
+  void sort_memory(bool is_free, const json& args, const EventRef& ref) {
+    MemoryEvent record;
+    record.event = ref;
+    record.api = string_at(args, "api");
+    record.ptr = string_at(args, "ptr");
+    record.bytes = uint_at(args, "bytes");
+    record.device = static_cast<int>(int_at(args, "device"));
+    record.category = string_at(args, "category");
+    if (is_free) {
+      trace_.frees.push_back(std::move(record));
+    } else {
+      record.phase = string_at(args, "phase");
+      record.caller = string_at(args, "caller");
+      trace_.allocs.push_back(std::move(record));
+    }
+  }
+
+ private:
+  Trace& trace_;
+};
+
+Header read_header(const json& event, const std::string& source, std::size_t line) {
+  const json& args = args_of(event);
+  const json* version = member(args, "schema_version");
+  if (version == nullptr || !version->is_number_integer()) {
+    throw TraceError(source, line, "kvremap_trace metadata has no integer args.schema_version");
+  }
+  if (version->get<std::int64_t>() != kSchemaVersion) {
+    throw TraceError(source, line,
+                     "unsupported schema_version " + version->dump() + " (this reader reads version " +
+                         std::to_string(kSchemaVersion) + ")");
+  }
+  Header header;
+  header.schema_version = kSchemaVersion;
+  header.library_version = string_at(args, "library_version");
+  header.hostname = string_at(args, "hostname");
+  header.pid = int_at(args, "pid");
+  header.ppid = int_at(args, "ppid");
+  header.cmdline = string_at(args, "cmdline");
+  header.start_unix_ns = int_at(args, "start_unix_ns");
+  if (const json* options = member(args, "options")) header.options = read_options(*options);
+  return header;
+}
+
+bool is_metadata_named(const json& event, std::string_view name) {
+  return string_at(event, "ph") == "M" && string_at(event, "name") == name;
+}
+
+// Walks the text one line at a time, exactly once. A line that does not parse is held back: if it
+// turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
+class TraceParser {
+ public:
+  TraceParser(std::string source, const ReadOptions& options) : options_(options), sorter_(trace_) {
+    trace_.source = std::move(source);
+  }
+
+  Trace parse(std::string_view text) {
+    std::size_t line_number = 0;
+    while (!text.empty()) {
+      const std::size_t end = text.find('\n');
+      const std::string_view line = text.substr(0, end);
+      text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+      ++line_number;
+      take_line(trim(line), line_number);
+    }
+    return finish(line_number);
+  }
+
+ private:
+  enum class Stage { before_open_bracket, in_events, after_close_bracket };
+
+  void take_line(std::string_view line, std::size_t line_number) {
+    if (line.empty()) return;
+    if (unparsed_line_ != 0) throw TraceError(trace_.source, unparsed_line_, unparsed_problem_);
+    switch (stage_) {
+      case Stage::before_open_bracket:
+        if (!line.starts_with('[')) {
+          throw TraceError(trace_.source, line_number,
+                           "not a kvremap trace: expected '[' to open the event array, found " + excerpt(line));
+        }
+        stage_ = Stage::in_events;
+        line = trim(line.substr(1));
+        if (!line.empty()) take_event_line(line, line_number);
+        return;
+      case Stage::in_events:
+        if (line == "]") {
+          stage_ = Stage::after_close_bracket;
+          trace_.complete = true;
+          return;
+        }
+        take_event_line(line, line_number);
+        return;
+      case Stage::after_close_bracket:
+        throw TraceError(trace_.source, line_number, "data after the closing ']': " + excerpt(line));
+    }
+  }
+
+  void take_event_line(std::string_view line, std::size_t line_number) {
+    // The writer puts the separating comma at the start of each line; a trailing one is accepted
+    // too so that hand-edited files still load.
+    if (line.starts_with(',')) line = trim(line.substr(1));
+    if (line.ends_with(',')) line = trim(line.substr(0, line.size() - 1));
+    if (line.empty()) {
+      hold_unparsed(line_number, "a separating ',' with no event after it");
+      return;
+    }
+    json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_discarded()) {
+      hold_unparsed(line_number, "not a JSON event: " + json_error_text(line));
+      return;
+    }
+    take_event(std::move(event), line, line_number);
+  }
+
+  void hold_unparsed(std::size_t line_number, std::string problem) {
+    unparsed_line_ = line_number;
+    unparsed_problem_ = std::move(problem);
+  }
+
+  void take_event(json event, std::string_view line, std::size_t line_number) {
+    const std::size_t index = trace_.event_count;
+    const bool is_header = is_metadata_named(event, "kvremap_trace");
+    if (!header_seen_) {
+      // process_name may precede the header so that Perfetto labels the track before anything else.
+      const bool may_precede_header = index == 0 && is_metadata_named(event, "process_name");
+      if (!is_header && !may_precede_header) {
+        throw TraceError(
+            trace_.source, line_number,
+            "not a kvremap trace: the first event must be the kvremap_trace metadata, found " + excerpt(line));
+      }
+    }
+    if (is_header && !header_seen_) {
+      std::string process_name = std::move(trace_.header.process_name);  // a process_name event may come first
+      trace_.header = read_header(event, trace_.source, line_number);
+      trace_.header.process_name = std::move(process_name);
+      header_seen_ = true;
+    } else {
+      sorter_.add(event, index, line_number);  // a repeated header is kept as an OtherEvent
+    }
+    ++trace_.event_count;
+    if (options_.keep_raw_events) {
+      trace_.events.push_back(std::move(event));
+      trace_.event_lines.push_back(line_number);
+    }
+  }
+
+  Trace finish(std::size_t last_line) {
+    if (stage_ == Stage::before_open_bracket) {
+      throw TraceError(trace_.source, last_line, "not a kvremap trace: the file is empty");
+    }
+    if (unparsed_line_ != 0) {
+      if (trace_.complete) throw TraceError(trace_.source, unparsed_line_, unparsed_problem_);
+      trace_.truncated = true;  // the process died while writing its last line
+    }
+    if (!header_seen_) {
+      throw TraceError(trace_.source, last_line,
+                       "not a kvremap trace: the file ends before the kvremap_trace metadata event");
+    }
+    return std::move(trace_);
+  }
+
+  const ReadOptions& options_;
+  Trace trace_;
+  EventSorter sorter_;
+  Stage stage_ = Stage::before_open_bracket;
+  bool header_seen_ = false;
+  std::size_t unparsed_line_ = 0;
+  std::string unparsed_problem_;
+};
+
+}  // namespace
+
+Trace parse_trace(std::string_view text, std::string source_name, const ReadOptions& options) {
+  return TraceParser(std::move(source_name), options).parse(text);
+}
+
+Trace read_trace(const std::string& path, const ReadOptions& options) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw TraceError(path, 0, std::string("cannot open: ") + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad()) throw TraceError(path, 0, std::string("cannot read: ") + std::strerror(errno));
+  return parse_trace(text, path, options);
+}
+
+}  // namespace kvremap::trace

@@ -1,0 +1,224 @@
+// Reads kvremap per-process JSON traces (schema 1) into typed records shared by every analysis tool.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvremap::trace {
+
+// The only schema this reader understands; any other value in the header is a TraceError.
+inline constexpr int kSchemaVersion = 1;
+
+// The fixed category set of schema 1, in the order reports print them.
+inline constexpr std::array<std::string_view, 7> kCategories = {"kv",         "graph_pool", "graph_exec", "module",
+                                                                "async_pool", "vmm",        "other"};
+// The fixed phase set of schema 1, in the order an engine start-up goes through them.
+inline constexpr std::array<std::string_view, 7> kPhases = {"init",           "loading", "profiling", "kv_allocation",
+                                                            "post_kv_warmup", "capture", "serving"};
+
+bool is_known_category(std::string_view name);
+bool is_known_phase(std::string_view name);
+// Position of a category in kCategories; unknown names sort after every known one.
+std::size_t category_rank(std::string_view name);
+
+// A trace that cannot be read at all. what() is one line: "<source>: line <L>: <problem>".
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(const std::string& source, std::size_t line, const std::string& problem);
+  const std::string& source() const noexcept { return source_; }
+  std::size_t line() const noexcept { return line_; }
+
+ private:
+  std::string source_;
+  std::size_t line_;
+};
+
+// Where a typed record came from: its index in Trace::events (0 = first event object), its
+// 1-based line in the file, and the common fields every event carries.
+struct EventRef {
+  std::size_t index = 0;
+  std::size_t line = 0;
+  double ts_us = 0;
+  std::int64_t tid = 0;
+};
+
+// The kvremap_trace metadata event (plus the process_name label, when present).
+struct Header {
+  int schema_version = 0;
+  std::string library_version;
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::int64_t ppid = 0;
+  std::string cmdline;
+  std::int64_t start_unix_ns = 0;
+  std::map<std::string, std::string> options;  // non-string option values are kept as their JSON text
+  std::string process_name;                    // from the process_name metadata event; empty if absent
+};
+
+// An "alloc" or "free" event in cat "alloc".
+struct MemoryEvent {
+  EventRef event;
+  std::string api;
+  std::string ptr;
+  std::uint64_t bytes = 0;
+  int device = 0;
+  std::string category;
+  std::string phase;   // allocations only
+  std::string caller;  // allocations only, optional in the trace
+};
+
+// A memory query the program made, with what the driver said and what kvremap returned.
+struct Checkpoint {
+  EventRef event;  // default for checkpoints read from the summary
+  std::int64_t index = 0;
+  std::string api;
+  int device = 0;
+  std::uint64_t driver_free = 0;
+  std::uint64_t driver_total = 0;
+  std::uint64_t returned_free = 0;
+  std::uint64_t returned_total = 0;
+  std::string phase;
+};
+
+struct PhaseChange {
+  EventRef event;
+  std::string phase;
+  std::string previous;
+  std::string reason;
+};
+
+// A stream-capture window ("ph":"X"): event.ts_us is its begin.
+struct CaptureWindow {
+  EventRef event;
+  double dur_us = 0;
+  std::uint64_t capture_id = 0;
+  std::string stream;
+  std::string mode;
+  std::string status;
+  std::uint64_t allocated_bytes = 0;
+};
+
+// "graph instantiate" / "graph exec destroy": driver memory held by an executable graph.
+struct GraphExecEvent {
+  EventRef event;
+  bool destroyed = false;
+  std::string api;
+  std::string exec;
+  std::uint64_t bytes = 0;
+  int device = 0;
+};
+
+// "module load" / "module unload": driver memory held by a loaded module.
+struct ModuleEvent {
+  EventRef event;
+  bool unloaded = false;
+  std::string api;
+  std::string handle;
+  std::uint64_t bytes = 0;
+  int device = 0;
+};
+
+// A "device N bytes" counter sample: live bytes per category on one device after a change.
+struct CounterSample {
+  EventRef event;
+  int device = 0;
+  std::map<std::string, std::uint64_t> bytes_by_category;
+};
+
+// An event this reader has no typed record for: cat "kvremap" internals ("tracking disabled",
+// "option error"), unknown names in known cats and unknown cats. args is kept verbatim.
+struct OtherEvent {
+  EventRef event;
+  std::string ph;
+  std::string cat;
+  std::string name;
+  nlohmann::json args;
+};
+
+struct CategoryStats {
+  std::uint64_t live_bytes = 0;
+  std::uint64_t peak_bytes = 0;
+  double peak_ts_us = 0;
+  std::uint64_t allocated_bytes = 0;  // cumulative bytes allocated, frees not subtracted
+  std::uint64_t allocations = 0;
+  std::uint64_t frees = 0;
+  bool operator==(const CategoryStats&) const = default;
+};
+
+struct DeviceSummary {
+  int device = 0;
+  std::uint64_t total_bytes = 0;
+  std::map<std::string, CategoryStats> categories;
+};
+
+// The "summary" event a clean exit writes last.
+struct Summary {
+  EventRef event;
+  int schema_version = 0;
+  std::string library_version;
+  std::string exit;
+  double duration_us = 0;
+  std::vector<DeviceSummary> devices;
+  std::vector<Checkpoint> checkpoints;
+  std::map<std::string, std::uint64_t> counts;
+  std::map<std::string, std::string> options;
+};
+
+struct Trace {
+  std::string source;  // file name (or the name given to parse_trace), used in every message
+  Header header;
+  std::map<int, std::uint64_t> device_total_bytes;  // from kvremap_device metadata events
+  std::vector<MemoryEvent> allocs;
+  std::vector<MemoryEvent> frees;
+  std::vector<Checkpoint> checkpoints;
+  std::vector<PhaseChange> phase_changes;
+  std::vector<CaptureWindow> captures;
+  std::vector<GraphExecEvent> graph_execs;
+  std::vector<ModuleEvent> modules;
+  std::vector<CounterSample> counters;
+  std::vector<OtherEvent> other_events;
+  std::optional<Summary> summary;
+  bool truncated = false;  // an incomplete last line was ignored
+  bool complete = false;   // the closing ']' was seen
+  std::size_t event_count = 0;
+  // Every parsed event object in file order (empty when ReadOptions::keep_raw_events is false);
+  // event_lines[i] is the 1-based line of events[i].
+  std::vector<nlohmann::json> events;
+  std::vector<std::size_t> event_lines;
+};
+
+struct ReadOptions {
+  // The raw JSON costs several times the file size in memory; tools that only use typed records
+  // can drop it. validate() needs it.
+  bool keep_raw_events = true;
+};
+
+// Parses trace text. Throws TraceError when the text is not a kvremap trace at all (garbage, no
+// header, unsupported schema_version, an unparsable line that is not the last one). Events whose
+// fields are missing or mistyped are still read (missing values become defaults); validate()
+// reports them.
+Trace parse_trace(std::string_view text, std::string source_name, const ReadOptions& options = {});
+// Reads and parses a file; an unreadable file is a TraceError at line 0.
+Trace read_trace(const std::string& path, const ReadOptions& options = {});
+
+// Schema problems, one line each: "<source>: event <N>: <problem> (line <L>)". Empty = conforms.
+// A missing ']' or an ignored incomplete last line is not a problem: killed processes leave such files.
+std::vector<std::string> validate(const Trace& trace);
+
+// Per device, per category live and peak bytes recomputed from alloc/free, graph and module events
+// in file order, to cross-check the summary (or stand in for it when the process was killed).
+struct LiveBytesReplay {
+  std::map<int, std::map<std::string, CategoryStats>> devices;
+  std::size_t frees_exceeding_live = 0;  // frees larger than the category's live bytes (clamped at 0)
+};
+LiveBytesReplay replay_live_bytes(const Trace& trace);
+
+}  // namespace kvremap::trace

@@ -1,0 +1,319 @@
+// Schema-1 conformance checks on the raw events of a trace: required fields, types, fixed value sets.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tools/trace/json_access.h"
+#include "tools/trace/trace_reader.h"
+
+namespace kvremap::trace {
+
+using detail::member;
+using detail::string_at;
+using nlohmann::json;
+
+namespace {
+
+enum class Kind {
+  unsigned_integer,  // sizes, devices, ids: JSON integers >= 0
+  integer,
+  number,
+  string,
+  object,
+  array,
+  category,  // a string from kCategories
+  phase,     // a string from kPhases
+  capture_mode,
+  capture_status,
+};
+
+struct Field {
+  std::string_view name;
+  Kind kind;
+  bool required = true;
+};
+
+constexpr std::string_view kSummaryCountNames[] = {"captures", "graph_launches", "kernel_launches", "module_loads"};
+constexpr std::string_view kCategoryStatNames[] = {"live_bytes", "peak_bytes", "allocated_bytes", "allocations",
+                                                   "frees"};
+
+bool one_of(std::string_view value, std::initializer_list<std::string_view> allowed) {
+  for (std::string_view candidate : allowed) {
+    if (candidate == value) return true;
+  }
+  return false;
+}
+
+std::string quoted_value(const json& value) {
+  std::string text = value.dump();
+  constexpr std::size_t kMaxQuoted = 40;
+  return text.size() > kMaxQuoted ? text.substr(0, kMaxQuoted) + "..." : text;
+}
+
+// Collects problems for one event; every message is prefixed with the event's kind so a reader of
+// the output sees which record is wrong without opening the file.
+class EventChecker {
+ public:
+  EventChecker(std::vector<std::string>& problems, const std::string& prefix, std::string_view suffix)
+      : problems_(problems), prefix_(prefix), suffix_(suffix) {}
+
+  void problem(const std::string& what) { problems_.push_back(prefix_ + what + std::string(suffix_)); }
+
+  // Checks `fields` of `object`, naming them as "<path>.<field>" in messages.
+  void check(const json& object, std::string_view path, std::initializer_list<Field> fields) {
+    for (const Field& field : fields) check_field(object, path, field);
+  }
+
+  void check_field(const json& object, std::string_view path, const Field& field) {
+    const std::string full_name =
+        path.empty() ? std::string(field.name) : std::string(path) + "." + std::string(field.name);
+    const json* value = member(object, field.name);
+    if (value == nullptr) {
+      if (field.required) problem("missing " + full_name);
+      return;
+    }
+    const std::string expected = describe_mismatch(*value, field.kind);
+    if (!expected.empty()) problem(full_name + ": expected " + expected + ", found " + quoted_value(*value));
+  }
+
+ private:
+  // An empty result means the value fits the kind.
+  static std::string describe_mismatch(const json& value, Kind kind) {
+    switch (kind) {
+      case Kind::unsigned_integer:
+        return detail::is_non_negative_integer(value) ? "" : "a non-negative integer";
+      case Kind::integer:
+        return value.is_number_integer() ? "" : "an integer";
+      case Kind::number:
+        return value.is_number() ? "" : "a number";
+      case Kind::string:
+        return value.is_string() ? "" : "a string";
+      case Kind::object:
+        return value.is_object() ? "" : "an object";
+      case Kind::array:
+        return value.is_array() ? "" : "an array";
+      case Kind::category:
+        return value.is_string() && is_known_category(value.get<std::string>())
+                   ? ""
+                   : "one of kv, graph_pool, graph_exec, module, async_pool, vmm, other";
+      case Kind::phase:
+        return value.is_string() && is_known_phase(value.get<std::string>())
+                   ? ""
+                   : "one of init, loading, profiling, kv_allocation, post_kv_warmup, capture, serving";
+      case Kind::capture_mode:
+        return value.is_string() && one_of(value.get<std::string>(), {"global", "thread_local", "relaxed"})
+                   ? ""
+                   : "one of global, thread_local, relaxed";
+      case Kind::capture_status:
+        return value.is_string() && one_of(value.get<std::string>(), {"ok", "invalidated", "failed"})
+                   ? ""
+                   : "one of ok, invalidated, failed";
+    }
+    return "";
+  }
+
+  std::vector<std::string>& problems_;
+  const std::string& prefix_;
+  std::string_view suffix_;
+};
+
+const std::initializer_list<Field> kCheckpointFields = {
+    {"index", Kind::unsigned_integer},          {"api", Kind::string},
+    {"device", Kind::unsigned_integer},         {"driver_free", Kind::unsigned_integer},
+    {"driver_total", Kind::unsigned_integer},   {"returned_free", Kind::unsigned_integer},
+    {"returned_total", Kind::unsigned_integer}, {"phase", Kind::phase},
+};
+
+void check_expected_ph(EventChecker& checker, const json& event, std::string_view expected) {
+  const std::string ph = string_at(event, "ph");
+  if (ph != expected) checker.problem("ph: expected \"" + std::string(expected) + "\", found \"" + ph + "\"");
+}
+
+void check_summary(EventChecker& checker, const json& args) {
+  checker.check(args, "args",
+                {{"schema_version", Kind::integer},
+                 {"library_version", Kind::string},
+                 {"exit", Kind::string},
+                 {"duration_us", Kind::number},
+                 {"devices", Kind::array},
+                 {"checkpoints", Kind::array},
+                 {"counts", Kind::object},
+                 {"options", Kind::object}});
+  if (const json* version = member(args, "schema_version");
+      version != nullptr && version->is_number_integer() && version->get<std::int64_t>() != kSchemaVersion) {
+    checker.problem("args.schema_version: " + version->dump() + " differs from the header's " +
+                    std::to_string(kSchemaVersion));
+  }
+  if (const json* devices = member(args, "devices"); devices != nullptr && devices->is_array()) {
+    for (std::size_t i = 0; i < devices->size(); ++i) {
+      const json& device = (*devices)[i];
+      const std::string path = "args.devices[" + std::to_string(i) + "]";
+      checker.check(
+          device, path,
+          {{"device", Kind::unsigned_integer}, {"total_bytes", Kind::unsigned_integer}, {"categories", Kind::object}});
+      const json* categories = member(device, "categories");
+      if (categories == nullptr || !categories->is_object()) continue;
+      for (std::string_view category : kCategories) {
+        const std::string category_path = path + ".categories";
+        checker.check_field(*categories, category_path, {category, Kind::object});
+        const json* stats = member(*categories, category);
+        if (stats == nullptr || !stats->is_object()) continue;
+        const std::string stats_path = category_path + "." + std::string(category);
+        for (std::string_view stat : kCategoryStatNames)
+          checker.check_field(*stats, stats_path, {stat, Kind::unsigned_integer});
+        checker.check_field(*stats, stats_path, {"peak_ts", Kind::number});
+      }
+      for (const auto& [name, unused] : categories->items()) {
+        if (!is_known_category(name)) checker.problem(path + ".categories: unknown category \"" + name + "\"");
+      }
+    }
+  }
+  if (const json* checkpoints = member(args, "checkpoints"); checkpoints != nullptr && checkpoints->is_array()) {
+    for (std::size_t i = 0; i < checkpoints->size(); ++i) {
+      checker.check((*checkpoints)[i], "args.checkpoints[" + std::to_string(i) + "]", kCheckpointFields);
+    }
+  }
+  if (const json* counts = member(args, "counts"); counts != nullptr && counts->is_object()) {
+    for (std::string_view count : kSummaryCountNames)
+      checker.check_field(*counts, "args.counts", {count, Kind::unsigned_integer});
+  }
+}
+
+// Checks the fields of one event whose cat/name this schema defines; others only need the common fields.
+void check_known_event(EventChecker& checker, const json& event) {
+  const std::string ph = string_at(event, "ph");
+  const std::string cat = string_at(event, "cat");
+  const std::string name = string_at(event, "name");
+  const json* args_member = member(event, "args");
+  const json& args = detail::args_of(event);
+  const bool defined = (ph == "M" && one_of(name, {"process_name", "kvremap_trace", "kvremap_device"})) ||
+                       (cat == "alloc" && one_of(name, {"alloc", "free"})) || cat == "memory" ||
+                       (cat == "checkpoint" && name == "memory query") ||
+                       (cat == "phase" && name.starts_with("phase: ")) || (cat == "capture" && name == "capture") ||
+                       (cat == "graph" && one_of(name, {"graph instantiate", "graph exec destroy"})) ||
+                       (cat == "module" && one_of(name, {"module load", "module unload"})) ||
+                       (cat == "kvremap" && one_of(name, {"tracking disabled", "option error"})) ||
+                       (cat == "summary" && name == "summary");
+  if (!defined) return;
+  if (args_member == nullptr || !args_member->is_object()) {
+    checker.problem(args_member == nullptr ? "missing args"
+                                           : "args: expected an object, found " + quoted_value(*args_member));
+    return;
+  }
+  if (ph == "M") {
+    if (name == "process_name") checker.check(args, "args", {{"name", Kind::string}});
+    if (name == "kvremap_trace") {
+      checker.check(args, "args",
+                    {{"schema_version", Kind::integer},
+                     {"library_version", Kind::string},
+                     {"hostname", Kind::string},
+                     {"pid", Kind::integer},
+                     {"ppid", Kind::integer},
+                     {"cmdline", Kind::string},
+                     {"start_unix_ns", Kind::integer},
+                     {"options", Kind::object}});
+    }
+    if (name == "kvremap_device") {
+      checker.check(args, "args", {{"device", Kind::unsigned_integer}, {"total_bytes", Kind::unsigned_integer}});
+    }
+    return;
+  }
+  if (cat == "alloc") {
+    check_expected_ph(checker, event, "i");
+    checker.check(args, "args",
+                  {{"api", Kind::string},
+                   {"ptr", Kind::string},
+                   {"bytes", Kind::unsigned_integer},
+                   {"device", Kind::unsigned_integer},
+                   {"category", Kind::category}});
+    if (name == "alloc") checker.check(args, "args", {{"phase", Kind::phase}, {"caller", Kind::string, false}});
+  } else if (cat == "memory") {
+    check_expected_ph(checker, event, "C");
+    if (!(name.starts_with("device ") && name.ends_with(" bytes"))) {
+      checker.problem("name: expected \"device <N> bytes\", found \"" + name + "\"");
+    }
+    for (std::string_view category : kCategories) checker.check_field(args, "args", {category, Kind::unsigned_integer});
+  } else if (cat == "checkpoint") {
+    check_expected_ph(checker, event, "i");
+    checker.check(args, "args", kCheckpointFields);
+  } else if (cat == "phase") {
+    check_expected_ph(checker, event, "i");
+    checker.check(args, "args", {{"phase", Kind::phase}, {"previous", Kind::phase}, {"reason", Kind::string}});
+    if (const json* phase = member(args, "phase");
+        phase != nullptr && phase->is_string() && name != "phase: " + phase->get<std::string>()) {
+      checker.problem("name \"" + name + "\" does not match args.phase \"" + phase->get<std::string>() + "\"");
+    }
+  } else if (cat == "capture") {
+    check_expected_ph(checker, event, "X");
+    checker.check(event, "", {{"dur", Kind::number}});
+    checker.check(args, "args",
+                  {{"capture_id", Kind::unsigned_integer},
+                   {"stream", Kind::string},
+                   {"mode", Kind::capture_mode},
+                   {"status", Kind::capture_status},
+                   {"allocated_bytes", Kind::unsigned_integer}});
+  } else if (cat == "graph") {
+    check_expected_ph(checker, event, "i");
+    checker.check(args, "args",
+                  {{"api", Kind::string},
+                   {"exec", Kind::string},
+                   {"bytes", Kind::unsigned_integer},
+                   {"device", Kind::unsigned_integer}});
+  } else if (cat == "module") {
+    check_expected_ph(checker, event, "i");
+    checker.check(args, "args",
+                  {{"api", Kind::string},
+                   {"handle", Kind::string},
+                   {"bytes", Kind::unsigned_integer},
+                   {"device", Kind::unsigned_integer}});
+  } else if (cat == "kvremap") {
+    check_expected_ph(checker, event, "i");
+    if (name == "tracking disabled") checker.check(args, "args", {{"reason", Kind::string}});
+    if (name == "option error") {
+      checker.check(args, "args", {{"variable", Kind::string}, {"value", Kind::string}, {"message", Kind::string}});
+    }
+  } else if (cat == "summary") {
+    check_expected_ph(checker, event, "i");
+    check_summary(checker, args);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> validate(const Trace& trace) {
+  std::vector<std::string> problems;
+  if (trace.events.size() != trace.event_count) {
+    problems.push_back(trace.source + ": cannot validate: the trace was read without its raw events");
+    return problems;
+  }
+  bool header_seen = false;
+  for (std::size_t index = 0; index < trace.events.size(); ++index) {
+    const json& event = trace.events[index];
+    const std::string name = string_at(event, "name");
+    const std::string prefix =
+        trace.source + ": event " + std::to_string(index) + ": " + (name.empty() ? std::string() : name + ": ");
+    const std::string suffix = " (line " + std::to_string(trace.event_lines[index]) + ")";
+    EventChecker checker(problems, prefix, suffix);
+    if (!event.is_object()) {
+      checker.problem("expected a JSON object, found " + quoted_value(event));
+      continue;
+    }
+    checker.check(event, "",
+                  {{"ph", Kind::string},
+                   {"name", Kind::string},
+                   {"pid", Kind::integer},
+                   {"tid", Kind::integer},
+                   {"ts", Kind::number}});
+    check_known_event(checker, event);
+    const bool is_header = string_at(event, "ph") == "M" && name == "kvremap_trace";
+    if (is_header && header_seen) checker.problem("a second kvremap_trace metadata event");
+    header_seen = header_seen || is_header;
+    if (string_at(event, "cat") == "summary" && name == "summary" && index + 1 != trace.events.size()) {
+      checker.problem("the summary is not the last event");
+    }
+  }
+  return problems;
+}
+
+}  // namespace kvremap::trace
