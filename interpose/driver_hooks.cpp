@@ -6,6 +6,7 @@
 
 #include "interpose/driver_api.h"
 #include "interpose/guard.h"
+#include "interpose/hook_support.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
@@ -73,7 +74,9 @@ bool is_own_wrapper(void* fn) {
   return false;
 }
 
-void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
+namespace {
+
+void* find_wrapper(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
   auto it = by_base_name().find(base_name);
   if (it == by_base_name().end() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
   bool has_per_thread = false;
@@ -87,9 +90,23 @@ void* wrapper_for_query(std::string_view base_name, int version, unsigned long l
   return nullptr;
 }
 
+}  // namespace
+
+void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
+  try {
+    return find_wrapper(base_name, version, flags, real_fn);
+  } catch (...) {
+    return nullptr;  // out of memory building the index: the caller gets the real function
+  }
+}
+
 const DriverHook* hook_for_export(std::string_view export_name) {
-  auto it = by_export_name().find(export_name);
-  return it == by_export_name().end() ? nullptr : it->second;
+  try {
+    auto it = by_export_name().find(export_name);
+    return it == by_export_name().end() ? nullptr : it->second;
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 }  // namespace kvremap::interpose
@@ -106,26 +123,9 @@ using namespace kvremap::interpose;
 
 namespace {
 
-std::uint64_t stream_key(CUstream stream, bool per_thread_api) {
-  // A NULL stream in a _ptsz call is the calling thread's own per-thread stream.
-  if ((stream == nullptr && per_thread_api) || stream == CU_STREAM_PER_THREAD)
-    return 0x2 | (static_cast<std::uint64_t>(current_tid()) << 8);
-  return reinterpret_cast<std::uint64_t>(stream);
-}
-
 void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
-  if (r == CUDA_SUCCESS) on_capture_end(stream_key(stream, per_thread_api), true);
-  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(stream_key(stream, per_thread_api), false);
-}
-
-// Measures the free-memory drop across `call`, the driver memory an instantiation or load keeps.
-template <typename Call>
-CUresult measured(std::uint64_t* consumed, Call&& call) {
-  std::uint64_t before = 0, after = 0;
-  const bool have_before = free_device_bytes(&before);
-  CUresult r = call();
-  *consumed = (have_before && r == CUDA_SUCCESS && free_device_bytes(&after) && before > after) ? before - after : 0;
-  return r;
+  if (r == CUDA_SUCCESS) on_capture_end(capture_stream_key(stream, per_thread_api), true);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(capture_stream_key(stream, per_thread_api), false);
 }
 
 }  // namespace
@@ -222,7 +222,7 @@ KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {          \
     KVREMAP_ENTER(exp, stream, mode);                                             \
     CUresult r = real(stream, mode);                                              \
-    if (r == CUDA_SUCCESS) on_capture_begin(stream_key(stream, per_thread), static_cast<int>(mode)); \
+    if (r == CUDA_SUCCESS) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
     return r;                                                                     \
   }
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
@@ -241,7 +241,7 @@ KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
 KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
   std::uint64_t bytes = 0;
-  CUresult r = measured(&bytes, [&] { return real(exec, graph, flags); });
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, flags); });
   if (r == CUDA_SUCCESS && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
   return r;
 }
@@ -250,7 +250,7 @@ KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph gra
   KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {     \
     KVREMAP_ENTER(exp, exec, graph, params);                                                               \
     std::uint64_t bytes = 0;                                                                               \
-    CUresult r = measured(&bytes, [&] { return real(exec, graph, params); });                              \
+    CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, params); });                              \
     if (r == CUDA_SUCCESS && exec)                                                                         \
       on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithParams"); \
     return r;                                                                                              \
@@ -278,7 +278,7 @@ KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
 KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   KVREMAP_ENTER(cuModuleLoadData, module, image);
   std::uint64_t bytes = 0;
-  CUresult r = measured(&bytes, [&] { return real(module, image); });
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image); });
   if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadData");
   return r;
 }
@@ -287,7 +287,7 @@ KVREMAP_HOOK CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, un
                                          void** values) {
   KVREMAP_ENTER(cuModuleLoadDataEx, module, image, n, options, values);
   std::uint64_t bytes = 0;
-  CUresult r = measured(&bytes, [&] { return real(module, image, n, options, values); });
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image, n, options, values); });
   if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadDataEx");
   return r;
 }
@@ -298,7 +298,7 @@ KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CU
   KVREMAP_ENTER(cuLibraryLoadData, library, code, jit_options, jit_values, num_jit, library_options, library_values,
                 num_library);
   std::uint64_t bytes = 0;
-  CUresult r = measured(&bytes, [&] {
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] {
     return real(library, code, jit_options, jit_values, num_jit, library_options, library_values, num_library);
   });
   if (r == CUDA_SUCCESS && library) on_module_load(reinterpret_cast<std::uint64_t>(*library), bytes, "cuLibraryLoadData");

@@ -8,6 +8,7 @@
 
 #include "interpose/driver_hooks.h"
 #include "interpose/guard.h"
+#include "interpose/hook_support.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
@@ -55,21 +56,6 @@ KVREMAP_RUNTIME_HOOKS(KVREMAP_RUNTIME_SLOT)
 using namespace kvremap::interpose;
 
 namespace {
-
-std::uint64_t stream_key(cudaStream_t stream, bool per_thread_api) {
-  if ((stream == nullptr && per_thread_api) || stream == cudaStreamPerThread)
-    return 0x2 | (static_cast<std::uint64_t>(current_tid()) << 8);
-  return reinterpret_cast<std::uint64_t>(stream);
-}
-
-template <typename Call>
-cudaError_t measured(std::uint64_t* consumed, Call&& call) {
-  std::uint64_t before = 0, after = 0;
-  const bool have_before = free_device_bytes(&before);
-  cudaError_t r = call();
-  *consumed = (have_before && r == cudaSuccess && free_device_bytes(&after) && before > after) ? before - after : 0;
-  return r;
-}
 
 // cudaGetDriverEntryPoint* call the driver's resolver through the pointer cudart obtained from us,
 // so they normally return wrappers already; this makes sure of it for any other path.
@@ -140,7 +126,7 @@ KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes)
   KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {         \
     KVREMAP_RT_ENTER(name, stream, mode);                                                  \
     cudaError_t r = real(stream, mode);                                                    \
-    if (r == cudaSuccess) on_capture_begin(stream_key(stream, per_thread), static_cast<int>(mode)); \
+    if (r == cudaSuccess) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
     return r;                                                                              \
   }
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture, false)
@@ -150,8 +136,8 @@ KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
   KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                    \
     KVREMAP_RT_ENTER(name, stream, graph);                                                    \
     cudaError_t r = real(stream, graph);                                                      \
-    if (r == cudaSuccess) on_capture_end(stream_key(stream, per_thread), true);               \
-    if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(stream_key(stream, per_thread), false); \
+    if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);               \
+    if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(capture_stream_key(stream, per_thread), false); \
     return r;                                                                                 \
   }
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture, false)
@@ -161,7 +147,7 @@ KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture_ptsz, true)
   KVREMAP_HOOK cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, param_t param) {           \
     KVREMAP_RT_ENTER(name, exec, graph, param);                                                      \
     std::uint64_t bytes = 0;                                                                         \
-    cudaError_t r = measured(&bytes, [&] { return real(exec, graph, param); });                      \
+    cudaError_t r = measure_consumed(&bytes, cudaSuccess, [&] { return real(exec, graph, param); });                      \
     if (r == cudaSuccess && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, #name); \
     return r;                                                                                        \
   }

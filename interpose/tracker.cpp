@@ -373,6 +373,32 @@ void guarded(const char* what, Body&& body) {
   }
 }
 
+// Graph execs and modules: driver objects that hold device memory from creation to destruction.
+// Returns the device charged.
+int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* name, const char* key_field,
+                       std::uint64_t key, std::uint64_t bytes, const char* api) {
+  const int device = device_index(current_device());
+  see_device(device);
+  record(map, key, device, c, bytes);
+  std::string e = event_head("i", cat, name);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
+                   bytes, device);
+  trace().event(e);
+  emit_counter(device, false);
+  return device;
+}
+
+void held_object_released(LiveMap& map, const char* cat, const char* name, const char* key_field, std::uint64_t key,
+                          const char* api) {
+  std::optional<Live> live = retire(map, key);
+  if (!live) return;
+  std::string e = event_head("i", cat, name);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
+                   live->bytes, live->device);
+  trace().event(e);
+  emit_counter(live->device, false);
+}
+
 std::string summary_json(const char* reason) {
   std::string s = event_head("i", "summary", "summary");
   s += fmt::format(R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
@@ -533,28 +559,15 @@ bool free_device_bytes(std::uint64_t* free_bytes) {
 
 void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api) {
   guarded("on_graph_instantiate", [&] {
-    const int device = device_index(current_device());
-    see_device(device);
-    record(S().execs, exec, device, Category::graph_exec, bytes);
-    std::string e = event_head("i", "graph", "graph instantiate");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","exec":{},"bytes":{},"device":{}}}}})", api, hex_pointer(exec), bytes,
-                     device);
-    trace().event(e);
-    emit_counter(device, false);
+    const int device = held_object_loaded(S().execs, Category::graph_exec, "graph", "graph instantiate", "exec", exec,
+                                          bytes, api);
     feed_phase(device, policy::GraphInstantiate{bytes});
   });
 }
 
 void on_graph_exec_destroy(std::uint64_t exec, const char* api) {
-  guarded("on_graph_exec_destroy", [&] {
-    std::optional<Live> live = retire(S().execs, exec);
-    if (!live) return;
-    std::string e = event_head("i", "graph", "graph exec destroy");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","exec":{},"bytes":{},"device":{}}}}})", api, hex_pointer(exec),
-                     live->bytes, live->device);
-    trace().event(e);
-    emit_counter(live->device, false);
-  });
+  guarded("on_graph_exec_destroy",
+          [&] { held_object_released(S().execs, "graph", "graph exec destroy", "exec", exec, api); });
 }
 
 void on_graph_launch() {
@@ -571,29 +584,16 @@ void on_kernel_launch() {
 
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {
   guarded("on_module_load", [&] {
-    const int device = device_index(current_device());
-    see_device(device);
-    record(S().modules, handle, device, Category::module, bytes);
     S().module_loads.fetch_add(1, std::memory_order_relaxed);
-    std::string e = event_head("i", "module", "module load");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","handle":{},"bytes":{},"device":{}}}}})", api, hex_pointer(handle),
-                     bytes, device);
-    trace().event(e);
-    emit_counter(device, false);
+    const int device =
+        held_object_loaded(S().modules, Category::module, "module", "module load", "handle", handle, bytes, api);
     feed_phase(device, policy::ModuleLoad{bytes});
   });
 }
 
 void on_module_unload(std::uint64_t handle, const char* api) {
-  guarded("on_module_unload", [&] {
-    std::optional<Live> live = retire(S().modules, handle);
-    if (!live) return;
-    std::string e = event_head("i", "module", "module unload");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","handle":{},"bytes":{},"device":{}}}}})", api, hex_pointer(handle),
-                     live->bytes, live->device);
-    trace().event(e);
-    emit_counter(live->device, false);
-  });
+  guarded("on_module_unload",
+          [&] { held_object_released(S().modules, "module", "module unload", "handle", handle, api); });
 }
 
 void finish(const char* reason) {

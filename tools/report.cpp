@@ -70,11 +70,17 @@ void append_identity(std::string& out, const Trace& trace) {
   if (trace.summary) {
     ending = fmt::format("cleanly ({}) after {}", trace.summary->exit, format_seconds(trace.summary->duration_us));
   } else {
+    // Threads' events reach the file in chunks, so the latest one need not be the last written.
     double last_ts = 0;
-    if (!trace.counters.empty()) last_ts = trace.counters.back().event.ts_us;
-    for (const auto* events : {&trace.allocs, &trace.frees}) {
-      if (!events->empty()) last_ts = std::max(last_ts, events->back().event.ts_us);
-    }
+    const auto latest = [&last_ts](const auto& records) {
+      for (const auto& record : records) last_ts = std::max(last_ts, record.event.ts_us);
+    };
+    latest(trace.allocs);
+    latest(trace.frees);
+    latest(trace.counters);
+    latest(trace.checkpoints);
+    latest(trace.graph_execs);
+    latest(trace.modules);
     ending = fmt::format("without a summary (killed or crashed?); last memory event at {}", format_seconds(last_ts));
   }
   if (trace.truncated) ending += "; an incomplete last line was ignored";

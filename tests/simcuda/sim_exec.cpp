@@ -446,6 +446,34 @@ SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
   SIM_GUARDED_END
 }
 
+// Work runs at enqueue time, so a valid stream is always idle; querying a capturing stream is
+// illegal and breaks the capture, as synchronising it is.
+static CUresult query_stream(CUstream stream, bool per_thread) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  Stream* st = resolve_stream(s, stream, per_thread);
+  if (!st) return CUDA_ERROR_INVALID_HANDLE;
+  if (st->capture) {
+    st->capture->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuStreamQuery(CUstream stream) {
+  SIM_ENTER("cuStreamQuery");
+  SIM_GUARDED_BEGIN
+  return query_stream(stream, false);
+  SIM_GUARDED_END
+}
+SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream stream) {
+  SIM_ENTER("cuStreamQuery");
+  SIM_GUARDED_BEGIN
+  return query_stream(stream, true);
+  SIM_GUARDED_END
+}
+
 SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
   SIM_ENTER("cuStreamBeginCapture_v2");
   SIM_GUARDED_BEGIN

@@ -30,6 +30,7 @@ SIM_DECLARE_VARIANT(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)
 SIM_DECLARE_VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)
 SIM_DECLARE_VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)
 SIM_DECLARE_VARIANT(cuStreamSynchronize, cuStreamSynchronize_ptsz)
+SIM_DECLARE_VARIANT(cuStreamQuery, cuStreamQuery_ptsz)
 SIM_DECLARE_VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
 SIM_DECLARE_VARIANT(cuStreamEndCapture, cuStreamEndCapture_ptsz)
 SIM_DECLARE_VARIANT(cuStreamIsCapturing, cuStreamIsCapturing_ptsz)
@@ -114,6 +115,7 @@ const Table& table() {
     add("cuStreamCreate", 2000, address(cuStreamCreate));
     add("cuStreamDestroy", 4000, address(cuStreamDestroy_v2));
     add("cuStreamSynchronize", 2000, address(cuStreamSynchronize), address(cuStreamSynchronize_ptsz));
+    add("cuStreamQuery", 2000, address(cuStreamQuery), address(cuStreamQuery_ptsz));
     add("cuStreamBeginCapture", 10010, address(cuStreamBeginCapture_v2), address(cuStreamBeginCapture_v2_ptsz));
     add("cuStreamEndCapture", 10000, address(cuStreamEndCapture), address(cuStreamEndCapture_ptsz));
     add("cuStreamIsCapturing", 10000, address(cuStreamIsCapturing), address(cuStreamIsCapturing_ptsz));

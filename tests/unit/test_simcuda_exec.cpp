@@ -215,6 +215,11 @@ TEST_F(ExecTest, LegacyStreamWorkDuringABlockingCaptureIsAnImplicitDependency) {
 }
 
 TEST_F(ExecTest, SynchronisingDuringCaptureFails) {
+  EXPECT_CU(cuStreamQuery(stream_)) << "work runs at enqueue time: an idle stream";
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamQuery(stream_));
+  CUgraph invalidated = nullptr;
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cuStreamEndCapture(stream_, &invalidated));
   ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));
   EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamSynchronize(stream_));
   CUgraph graph = nullptr;

@@ -360,6 +360,7 @@ TEST_F(Runtime, MemcpyRoundTripsThroughEveryKind) {
 
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "an idle stream";
     std::fill(dst.begin(), dst.end(), 0);
     EXPECT_EQ(cudaMemcpyAsync(dst.data(), a, dst.size(), cudaMemcpyDeviceToHost, stream), cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);

@@ -306,6 +306,22 @@ TEST(TraceReplay, TracksEachDeviceAndClampsFreesOfUnknownMemory) {
   EXPECT_EQ(replay.devices.at(1).size(), kvremap::trace::kCategories.size());
 }
 
+TEST(TraceReplay, FollowsTimestampsAcrossThreadChunksNotFileOrder) {
+  // Per-thread buffers: thread 8's chunk (a free at ts 20) reached the file before thread 7's chunk
+  // holding the allocation it released (ts 10) and a later one (ts 30).
+  std::string freed_on_other_thread = free_line(20, "0x1", 100, "kv");
+  freed_on_other_thread.replace(freed_on_other_thread.find(R"("tid":7)"), 7, R"("tid":8)");
+  const Trace trace = parse_trace(
+      trace_text({freed_on_other_thread, alloc_line(10, "0x1", 100, "kv"), alloc_line(30, "0x2", 60, "kv")}), "t");
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  const kvremap::trace::CategoryStats& kv = replay.devices.at(0).at("kv");
+  EXPECT_EQ(replay.frees_exceeding_live, 0u);
+  EXPECT_EQ(kv.live_bytes, 60u);
+  EXPECT_EQ(kv.peak_bytes, 100u);
+  EXPECT_DOUBLE_EQ(kv.peak_ts_us, 10);
+  EXPECT_EQ(trace.frees[0].event.tid, 8);
+}
+
 TEST(TraceReader, LargeTraceParsesInOnePassWithCorrectLines) {
   constexpr int kEvents = 50000;
   std::string text = "[\n" + kHeaderLine + "\n";

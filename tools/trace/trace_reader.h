@@ -214,7 +214,8 @@ Trace read_trace(const std::string& path, const ReadOptions& options = {});
 std::vector<std::string> validate(const Trace& trace);
 
 // Per device, per category live and peak bytes recomputed from alloc/free, graph and module events
-// in file order, to cross-check the summary (or stand in for it when the process was killed).
+// in timestamp order (file order for equal timestamps), to cross-check the summary or stand in for
+// it when the process was killed.
 struct LiveBytesReplay {
   std::map<int, std::map<std::string, CategoryStats>> devices;
   std::size_t frees_exceeding_live = 0;  // frees larger than the category's live bytes (clamped at 0)

@@ -43,9 +43,12 @@ LiveBytesReplay replay_live_bytes(const Trace& trace) {
     changes.push_back(
         {module.event.index, module.event.ts_us, module.device, &kModuleCategory, module.bytes, module.unloaded});
   }
-  // Each source vector is already in file order; only their interleaving needs restoring.
-  std::sort(changes.begin(), changes.end(),
-            [](const LiveBytesChange& a, const LiveBytesChange& b) { return a.index < b.index; });
+  // The writer buffers events per thread, so file order interleaves threads in chunks; a free on one
+  // thread can be written before the allocation another thread made. Timestamps come from one
+  // monotonic clock, so they restore the real order; file order breaks ties.
+  std::sort(changes.begin(), changes.end(), [](const LiveBytesChange& a, const LiveBytesChange& b) {
+    return a.ts_us != b.ts_us ? a.ts_us < b.ts_us : a.index < b.index;
+  });
 
   LiveBytesReplay replay;
   const auto device_entry = [&replay](int device) -> std::map<std::string, CategoryStats>& {
