@@ -114,7 +114,8 @@ std::uint64_t monotonic_ns() {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-double trace_now_us() { return static_cast<double>(monotonic_ns() - start_ns()) / 1000.0; }
+std::uint64_t trace_now_ns() { return monotonic_ns() - start_ns(); }
+double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
 int current_tid() {
   thread_local int tid = static_cast<int>(syscall(SYS_gettid));
@@ -156,10 +157,13 @@ void TraceWriter::flush_all() {
 
 void TraceWriter::close(std::string_view last_event) {
   if (fd_ < 0) return;
-  event(last_event);
   flush_all();
+  // Written directly, after every buffer: the summary must be the last event in the file.
+  std::string tail = ",";
+  tail.append(last_event);
+  tail += "\n]\n";
   std::lock_guard<std::mutex> w(write_lock());
-  write_all(fd_, "]\n");
+  write_all(fd_, tail);
   ::close(fd_);
   fd_ = -1;
   g_fd = -1;

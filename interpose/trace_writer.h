@@ -42,6 +42,7 @@ TraceWriter& trace();
 
 // Microseconds since the library was loaded, the trace's time base.
 double trace_now_us();
+std::uint64_t trace_now_ns();
 std::uint64_t monotonic_ns();
 int current_tid();
 

@@ -1,6 +1,7 @@
 // Tracking state: live allocations per category and device, captures, checkpoints, phases, and their trace events.
 #include "interpose/tracker.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <tbb/concurrent_hash_map.h>
@@ -89,13 +90,16 @@ struct State {
   std::uint64_t next_capture_id = 1;
   std::vector<std::string> checkpoints;  // JSON objects, for the summary
   std::array<std::optional<policy::PhaseTracker>, kMaxDevices> phases;
+  // Readable without the lock: the phase each allocation event is stamped with.
+  std::array<std::atomic<std::uint8_t>, kMaxDevices> phase_now{};
+  // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
+  std::array<std::atomic<std::uint32_t>, kMaxDevices> pending_launches{};
   std::atomic<bool> all_serving{false};
 
   std::atomic<std::uint64_t> capture_count{0};
   std::atomic<std::uint64_t> graph_launches{0};
   std::atomic<std::uint64_t> kernel_launches{0};
   std::atomic<std::uint64_t> module_loads{0};
-  std::uint64_t start_ns = monotonic_ns();
 };
 
 // A function-local static, not a global: hooks can run before this file's initialisers (another
@@ -109,11 +113,23 @@ thread_local int t_own_captures = 0;
 
 std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
 
-std::uint64_t now_ns() { return monotonic_ns() - S().start_ns; }
+
+// getpid() is a system call on every glibc since 2.25; the pid changes only across fork.
+int g_pid = getpid();
+
+// Trace timestamps: microseconds with three decimals, formatted from integer nanoseconds (a float
+// conversion per event was a measurable part of the per-allocation cost).
+void append_ts(std::string& e, std::uint64_t ns) {
+  fmt::format_to(std::back_inserter(e), FMT_COMPILE("{}.{:03}"), ns / 1000, ns % 1000);
+}
 
 std::string event_head(const char* ph, const char* cat, std::string_view name) {
-  std::string e = fmt::format(R"({{"ph":"{}","cat":"{}","pid":{},"tid":{},"ts":{:.3f},"name":)", ph, cat, getpid(),
-                              current_tid(), trace_now_us());
+  std::string e;
+  e.reserve(256);
+  fmt::format_to(std::back_inserter(e), FMT_COMPILE(R"({{"ph":"{}","cat":"{}","pid":{},"tid":{},"ts":)"), ph, cat,
+                 g_pid, current_tid());
+  append_ts(e, trace_now_ns());
+  e += R"(,"name":)";
   append_json_string(e, name);
   return e;
 }
@@ -186,11 +202,11 @@ void open_trace() {
   if (!options().trace) return;
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
-  const std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, getpid());
+  const std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, g_pid);
   std::string first = fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":{},"ts":0,"args":{{"name":)",
-                                  getpid(), current_tid());
+                                  g_pid, current_tid());
   const std::string cmdline = read_cmdline();
-  append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), getpid()));
+  append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), g_pid));
   first += "}}";
   if (!trace().open(path, first)) {
     log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", path, std::strerror(errno));
@@ -199,14 +215,14 @@ void open_trace() {
   std::string header = event_head("M", "kvremap", "kvremap_trace");
   header += fmt::format(R"(,"args":{{"schema_version":1,"library_version":"{}","hostname":)", KVREMAP_VERSION_STRING);
   append_json_string(header, host);
-  header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", getpid(), getppid());
+  header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", g_pid, getppid());
   append_json_string(header, cmdline);
   timespec real{};
   clock_gettime(CLOCK_REALTIME, &real);
   header += fmt::format(R"(,"start_unix_ns":{},"options":{}}}}})",
                         static_cast<std::uint64_t>(real.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(real.tv_nsec),
                         options_json());
-  trace().event(header);
+  trace().event(header, true);  // readers need it as the second line, before any other thread's events
   for (const policy::OptionProblem& p : option_problems()) {
     std::string e = event_head("i", "kvremap", "option error");
     e += R"(,"s":"g","args":{"variable":)";
@@ -232,6 +248,8 @@ void ensure_started() {
 }
 
 int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
+
+int tracked_device();
 
 void see_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
@@ -264,6 +282,10 @@ void emit_all_counters() {
     if (S().devices[static_cast<std::size_t>(d)].seen.load()) emit_counter(d, true);
 }
 
+// The phase rules count launches only up to small thresholds, so a long run of launches between two
+// other events is fed as at most this many.
+constexpr std::uint32_t kMaxLaunchesFed = 1024;
+
 void feed_phase(int device, policy::EventKind kind) {
   std::optional<policy::PhaseChange> change;
   policy::Phase phase_now{};
@@ -271,9 +293,20 @@ void feed_phase(int device, policy::EventKind kind) {
     std::lock_guard<std::mutex> g(S().lock);
     auto& tracker = S().phases[static_cast<std::size_t>(device)];
     if (!tracker) tracker.emplace();
-    policy::Event event{now_ns(), static_cast<std::uint64_t>(current_tid()), device, std::move(kind)};
-    change = tracker->observe(event);
+    const std::uint64_t t = trace_now_ns();
+    const auto tid = static_cast<std::uint64_t>(current_tid());
+    const std::uint32_t launches =
+        std::min(S().pending_launches[static_cast<std::size_t>(device)].exchange(0), kMaxLaunchesFed);
+    for (std::uint32_t i = 0; i < launches && !change; ++i)
+      change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
+    policy::Event event{t, tid, device, std::move(kind)};
+    if (!change) {
+      change = tracker->observe(event);
+    } else {
+      tracker->observe(event);  // a launch changed the phase; the event itself still counts
+    }
     phase_now = tracker->current();
+    S().phase_now[static_cast<std::size_t>(device)].store(static_cast<std::uint8_t>(phase_now));
     if (change && phase_now == policy::Phase::serving) {
       bool all = true;
       for (auto& t : S().phases)
@@ -293,10 +326,17 @@ void feed_phase(int device, policy::EventKind kind) {
              change->reason);
 }
 
-std::string current_phase_name(int device) {
-  std::lock_guard<std::mutex> g(S().lock);
-  const auto& tracker = S().phases[static_cast<std::size_t>(device)];
-  return std::string(policy::to_string(tracker ? tracker->current() : policy::Phase::init));
+std::string_view current_phase_name(int device) {
+  return policy::to_string(static_cast<policy::Phase>(S().phase_now[static_cast<std::size_t>(device)].load()));
+}
+
+// The device of the calling thread's last tracked call: launches are attributed to it without a
+// driver query per launch.
+thread_local int t_last_device = 0;
+
+int tracked_device() {
+  t_last_device = device_index(current_device());
+  return t_last_device;
 }
 
 Category category_for(AllocKind kind) {
@@ -317,7 +357,7 @@ void account_alloc(int device, Category c, std::uint64_t bytes) {
   std::int64_t peak = s.peak.load(std::memory_order_relaxed);
   while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
   }
-  if (live > peak) s.peak_ts_ns.store(now_ns(), std::memory_order_relaxed);
+  if (live > peak) s.peak_ts_ns.store(trace_now_ns(), std::memory_order_relaxed);
 }
 
 void account_free(int device, Category c, std::uint64_t bytes) {
@@ -377,7 +417,7 @@ void guarded(const char* what, Body&& body) {
 // Returns the device charged.
 int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* name, const char* key_field,
                        std::uint64_t key, std::uint64_t bytes, const char* api) {
-  const int device = device_index(current_device());
+  const int device = tracked_device();
   see_device(device);
   record(map, key, device, c, bytes);
   std::string e = event_head("i", cat, name);
@@ -440,7 +480,7 @@ bool tracking() { return !S().disabled.load(std::memory_order_relaxed) && !S().f
 
 void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address) {
   guarded("on_alloc", [&] {
-    const int device = device_index(current_device());
+    const int device = tracked_device();
     see_device(device);
     const Category c = category_for(kind);
     record(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr, device, c, bytes);
@@ -472,8 +512,7 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
     e += fmt::format(R"(,"s":"t","args":{{"api":"{}","ptr":{},"bytes":{},"device":{},"category":"{}"}}}})", api,
                      hex_pointer(ptr), live->bytes, live->device, policy::to_string(live->category));
     trace().event(e);
-    emit_counter(live->device, false);
-    feed_phase(live->device, policy::Free{ptr, live->bytes, live->category});
+    emit_counter(live->device, false);  // frees never move the phase: no tracker call on this hot path
   });
   return known;
 }
@@ -481,7 +520,7 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
 void on_memory_query(const char* api, std::size_t driver_free, std::size_t driver_total, std::size_t returned_free,
                      std::size_t returned_total) {
   guarded("on_memory_query", [&] {
-    const int device = device_index(current_device());
+    const int device = tracked_device();
     see_device(device);
     std::string args;
     {
@@ -505,7 +544,7 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
 
 void on_capture_begin(std::uint64_t stream, int mode) {
   guarded("on_capture_begin", [&] {
-    const int device = device_index(current_device());
+    const int device = tracked_device();
     std::uint64_t id = 0;
     {
       std::lock_guard<std::mutex> g(S().lock);
@@ -524,7 +563,7 @@ void on_capture_begin(std::uint64_t stream, int mode) {
 
 void on_capture_end(std::uint64_t stream, bool ok) {
   guarded("on_capture_end", [&] {
-    const int device = device_index(current_device());
+    const int device = tracked_device();
     std::optional<ActiveCapture> ended;
     {
       std::lock_guard<std::mutex> g(S().lock);
@@ -541,7 +580,7 @@ void on_capture_end(std::uint64_t stream, bool ok) {
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
     std::string e = fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
-                                getpid(), ended->tid, ended->begin_us, trace_now_us() - ended->begin_us);
+                                g_pid, ended->tid, ended->begin_us, trace_now_us() - ended->begin_us);
     e += fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
                      ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
                      ok ? "ok" : "invalidated", ended->allocated);
@@ -573,13 +612,13 @@ void on_graph_exec_destroy(std::uint64_t exec, const char* api) {
 void on_graph_launch() {
   S().graph_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
-  guarded("on_graph_launch", [&] { feed_phase(device_index(current_device()), policy::GraphLaunch{}); });
+  guarded("on_graph_launch", [&] { feed_phase(tracked_device(), policy::GraphLaunch{}); });
 }
 
 void on_kernel_launch() {
   S().kernel_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
-  guarded("on_kernel_launch", [&] { feed_phase(device_index(current_device()), policy::KernelLaunch{}); });
+  S().pending_launches[static_cast<std::size_t>(t_last_device)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {
@@ -618,6 +657,7 @@ void child_after_fork() {
   // The parent's state object is leaked on purpose: its mutex may have been held by another thread.
   state_slot() = new State;
   t_own_captures = 0;
+  g_pid = getpid();
 }
 
 }  // namespace kvremap::interpose

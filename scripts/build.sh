@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Configures and builds kvremap into build/ (or $KVREMAP_BUILD_DIR); installs missing dependencies first.
+# Configures and builds kvremap into build/ (or $BUILD_DIR); installs missing dependencies first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${KVREMAP_BUILD_DIR:-$root/build}
+build=${BUILD_DIR:-$root/build}
 "$root/scripts/install-deps.sh"
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 cmake -S "$root" -B "$build" -DKVREMAP_WERROR="$werror" -DCUDAToolkit_ROOT="$cuda_root" >/dev/null
-cmake --build "$build" -j "${KVREMAP_JOBS:-2}" "$@"
+cmake --build "$build" -j "${JOBS:-2}" "$@"
