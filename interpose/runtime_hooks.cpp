@@ -36,7 +36,8 @@ extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigne
   X(cudaStreamEndCapture_ptsz) X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags)                      \
   X(cudaGraphInstantiateWithParams) X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch)                \
   X(cudaGraphLaunch_ptsz) X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)  \
-  X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaRuntimeGetVersion)
+  X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaRuntimeGetVersion)       \
+  X(cudaGetDevice)
 
 namespace {
 #define KVREMAP_RUNTIME_SLOT(name) std::atomic<void*> g_rt_##name{nullptr};
@@ -65,6 +66,14 @@ void substitute_entry_point(const char* symbol, void** fn, int version, unsigned
   if (void* wrapper = wrapper_for_query(symbol, version, runtime_flags & 3ULL, *fn)) *fn = wrapper;
 }
 
+// The calling thread's runtime device: cheap in cudart (no driver call), unlike asking the driver.
+int runtime_device() {
+  auto real = KVREMAP_RT_REAL(cudaGetDevice);
+  int device = -1;
+  if (!real || real(&device) != cudaSuccess) return -1;
+  return device;
+}
+
 int runtime_version() {
   static std::atomic<int> cached{0};
   int v = cached.load(std::memory_order_relaxed);
@@ -81,7 +90,8 @@ KVREMAP_HOOK cudaError_t cudaMalloc(void** ptr, size_t size) {
   KVREMAP_RT_ENTER(cudaMalloc, ptr, size);
   cudaError_t r = real(ptr, size);
   if (r == cudaSuccess && ptr)
-    on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0));
+    on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0),
+             runtime_device());
   return r;
 }
 
@@ -98,7 +108,7 @@ KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
     cudaError_t r = real(ptr, size, stream);                                                         \
     if (r == cudaSuccess && ptr)                                                                     \
       on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kStreamOrdered, "cudaMallocAsync", \
-               __builtin_return_address(0));                                                         \
+               __builtin_return_address(0), runtime_device());                                       \
     return r;                                                                                        \
   }
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)

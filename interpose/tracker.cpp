@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -19,6 +20,7 @@
 
 #include "interpose/caller.h"
 #include "interpose/driver_api.h"
+#include "interpose/event_line.h"
 #include "interpose/json.h"
 #include "interpose/library.h"
 #include "interpose/trace_writer.h"
@@ -117,28 +119,43 @@ std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
 // getpid() is a system call on every glibc since 2.25; the pid changes only across fork.
 int g_pid = getpid();
 
-// Trace timestamps: microseconds with three decimals, formatted from integer nanoseconds (a float
-// conversion per event was a measurable part of the per-allocation cost).
-void append_ts(std::string& e, std::uint64_t ns) {
-  fmt::format_to(std::back_inserter(e), FMT_COMPILE("{}.{:03}"), ns / 1000, ns % 1000);
-}
-
-std::string event_head(const char* ph, const char* cat, std::string_view name) {
-  std::string e;
-  e.reserve(256);
-  fmt::format_to(std::back_inserter(e), FMT_COMPILE(R"({{"ph":"{}","cat":"{}","pid":{},"tid":{},"ts":)"), ph, cat,
-                 g_pid, current_tid());
-  append_ts(e, trace_now_ns());
+// Events are built in one reused per-thread string (no allocation per event) with plain appends:
+// the format-string machinery was most of the per-allocation cost. A caller finishes one event
+// (hands it to trace().event) before starting the next.
+std::string& event_head(const char* ph, const char* cat, std::string_view name) {
+  thread_local std::string e;
+  e.clear();
+  e += R"({"ph":")";
+  e += ph;
+  e += R"(","cat":")";
+  e += cat;
+  e += R"(","pid":)";
+  append_uint(e, static_cast<std::uint64_t>(g_pid));
+  e += R"(,"tid":)";
+  append_uint(e, static_cast<std::uint64_t>(current_tid()));
+  e += R"(,"ts":)";
+  append_us_from_ns(e, trace_now_ns());
   e += R"(,"name":)";
   append_json_string(e, name);
   return e;
+}
+
+// The common head of the hot events, in an EventLine.
+void hot_head(EventLine& e, std::string_view ph, std::string_view cat, std::string_view name) {
+  e.lit(R"({"ph":")").raw(ph).lit(R"(","cat":")").raw(cat).lit(R"(","pid":)").u64(static_cast<std::uint64_t>(g_pid));
+  e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid())).lit(R"(,"ts":)").micros(trace_now_ns());
+  e.lit(R"(,"name":")").raw(name).lit("\"");
+}
+
+void emit(const EventLine& e) {
+  if (!e.overflowed()) trace().event(e.view());
 }
 
 void disable(const char* why) {
   if (S().disabled.exchange(true)) return;
   log().error("tracking disabled: {}; every call now passes straight through", why);
   try {
-    std::string e = event_head("i", "kvremap", "tracking disabled");
+    std::string& e = event_head("i", "kvremap", "tracking disabled");
     e += R"(,"s":"g","args":{"reason":)";
     append_json_string(e, why);
     e += "}}";
@@ -224,7 +241,7 @@ void open_trace() {
                         options_json());
   trace().event(header, true);  // readers need it as the second line, before any other thread's events
   for (const policy::OptionProblem& p : option_problems()) {
-    std::string e = event_head("i", "kvremap", "option error");
+    std::string& e = event_head("i", "kvremap", "option error");
     e += R"(,"s":"g","args":{"variable":)";
     append_json_string(e, p.variable);
     e += R"(,"value":)";
@@ -256,7 +273,7 @@ void see_device(int device) {
   if (d.seen.load(std::memory_order_acquire) || d.seen.exchange(true)) return;
   const std::uint64_t total = real_device_total(device);
   d.total.store(total);
-  std::string e = event_head("M", "kvremap", "kvremap_device");
+  std::string& e = event_head("M", "kvremap", "kvremap_device");
   e += fmt::format(R"(,"args":{{"device":{},"total_bytes":{}}}}})", device, total);
   trace().event(e);
 }
@@ -267,14 +284,19 @@ void emit_counter(int device, bool force) {
   double last = d.last_counter_us.load(std::memory_order_relaxed);
   if (!force && now - last < kCounterIntervalUs) return;
   if (!d.last_counter_us.compare_exchange_strong(last, now) && !force) return;
-  std::string e = event_head("C", "memory", fmt::format("device {} bytes", device));
-  e += R"(,"args":{)";
+  if (!trace().is_open()) return;
+  EventLine e;
+  char name[32];
+  const int n = std::snprintf(name, sizeof name, "device %d bytes", device);
+  hot_head(e, "C", "memory", std::string_view(name, static_cast<std::size_t>(n)));
+  e.lit(R"(,"args":{)");
   for (std::size_t i = 0; i < kCategories; ++i) {
-    if (i) e += ',';
-    e += fmt::format(R"("{}":{})", policy::to_string(kAllCategories[i]), d.categories[i].live.load());
+    if (i) e.lit(",");
+    e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)");
+    e.u64(static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load())));
   }
-  e += "}}";
-  trace().event(e);
+  e.lit("}}");
+  emit(e);
 }
 
 void emit_all_counters() {
@@ -315,7 +337,7 @@ void feed_phase(int device, policy::EventKind kind) {
     }
   }
   if (!change) return;
-  std::string e = event_head("i", "phase", fmt::format("phase: {}", policy::to_string(change->to)));
+  std::string& e = event_head("i", "phase", fmt::format("phase: {}", policy::to_string(change->to)));
   e += fmt::format(R"(,"s":"g","args":{{"device":{},"phase":"{}","previous":"{}","reason":)", device,
                    policy::to_string(change->to), policy::to_string(change->from));
   append_json_string(e, change->reason);
@@ -420,7 +442,7 @@ int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* na
   const int device = tracked_device();
   see_device(device);
   record(map, key, device, c, bytes);
-  std::string e = event_head("i", cat, name);
+  std::string& e = event_head("i", cat, name);
   e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
                    bytes, device);
   trace().event(e);
@@ -432,7 +454,7 @@ void held_object_released(LiveMap& map, const char* cat, const char* name, const
                           const char* api) {
   std::optional<Live> live = retire(map, key);
   if (!live) return;
-  std::string e = event_head("i", cat, name);
+  std::string& e = event_head("i", cat, name);
   e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
                    live->bytes, live->device);
   trace().event(e);
@@ -478,25 +500,27 @@ std::string summary_json(const char* reason) {
 
 bool tracking() { return !S().disabled.load(std::memory_order_relaxed) && !S().finished.load(std::memory_order_relaxed); }
 
-void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address) {
+void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
+              int device_hint) {
   guarded("on_alloc", [&] {
-    const int device = tracked_device();
+    const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();
     see_device(device);
     const Category c = category_for(kind);
     record(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr, device, c, bytes);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
-    std::string e = event_head("i", "alloc", "alloc");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","ptr":{},"bytes":{},"device":{},"category":"{}","phase":"{}")", api,
-                     hex_pointer(ptr), bytes, device, policy::to_string(c), current_phase_name(device));
-    if (bytes >= options().stack_min_bytes) {
-      const std::string caller = caller_object(return_address);
-      if (!caller.empty()) {
-        e += R"(,"caller":)";
-        append_json_string(e, caller);
+    if (trace().is_open()) {
+      EventLine e;
+      hot_head(e, "i", "alloc", "alloc");
+      e.lit(R"(,"s":"t","args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
+      e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(device)).lit(R"(,"category":")").raw(policy::to_string(c));
+      e.lit(R"(","phase":")").raw(current_phase_name(device)).lit("\"");
+      if (bytes >= options().stack_min_bytes) {
+        const std::string caller = caller_object(return_address);
+        if (!caller.empty()) e.lit(R"(,"caller":)").quoted(caller);
       }
+      e.lit("}}");
+      emit(e);
     }
-    e += "}}";
-    trace().event(e);
     emit_counter(device, false);
     feed_phase(device, policy::Alloc{ptr, bytes, c, api});
   });
@@ -508,10 +532,14 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
     std::optional<Live> live = retire(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr);
     if (!live) return;
     known = true;
-    std::string e = event_head("i", "alloc", "free");
-    e += fmt::format(R"(,"s":"t","args":{{"api":"{}","ptr":{},"bytes":{},"device":{},"category":"{}"}}}})", api,
-                     hex_pointer(ptr), live->bytes, live->device, policy::to_string(live->category));
-    trace().event(e);
+    if (trace().is_open()) {
+      EventLine e;
+      hot_head(e, "i", "alloc", "free");
+      e.lit(R"(,"s":"t","args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(live->bytes);
+      e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(live->device)).lit(R"(,"category":")");
+      e.raw(policy::to_string(live->category)).lit(R"("}})");
+      emit(e);
+    }
     emit_counter(live->device, false);  // frees never move the phase: no tracker call on this hot path
   });
   return known;
@@ -532,7 +560,7 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
           policy::to_string(tracker ? tracker->current() : policy::Phase::init), trace_now_us());
       S().checkpoints.push_back(args);
     }
-    std::string e = event_head("i", "checkpoint", "memory query");
+    std::string& e = event_head("i", "checkpoint", "memory query");
     e += R"(,"s":"p","args":)";
     e += args;
     e += "}";

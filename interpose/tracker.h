@@ -11,7 +11,10 @@ enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle };
 
 // Every on_* function is called by a hook after the real call succeeded, never throws, and does
 // nothing once tracking is off. `api` is the name of the function the program called.
-void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address);
+// `device`: the caller's device when the hook knows it cheaply (the runtime's cudaGetDevice), or -1
+// to ask the driver for the current context's device.
+void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
+              int device = -1);
 // Returns false when the pointer/handle was not tracked (e.g. allocated before tracking started).
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api);
 
