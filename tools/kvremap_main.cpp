@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "interpose/version_number.h"
+#include "policy/options.h"
 #include "tools/report.h"
 #include "tools/trace/trace_reader.h"
 
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   auto* libpath = app.add_subcommand("libpath", "Print the path of the libkvremap.so this tool was built with");
 
+  auto* help_env = app.add_subcommand("help-env", "Print the KVREMAP_* environment variables the library reads");
+
   std::vector<std::string> report_paths;
   auto* report = app.add_subcommand("report", "Summarise memory per category, checkpoints and captures of traces");
   report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files")->required();
@@ -82,6 +85,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (help_env->parsed()) {
+    std::printf("%s", kvremap::policy::options_markdown_table().c_str());
+    return kExitOk;
+  }
   if (libpath->parsed()) {
     std::printf("%s/libkvremap.so\n", KVREMAP_BUILD_LIBDIR);
     return kExitOk;

@@ -212,3 +212,13 @@ TEST(Interposer, CallerAttributionNamesTheCallingObject) {
     }
   }
 }
+
+TEST(Interposer, AnUnwritableTraceDirectoryCostsTheTraceNotTheProgram) {
+  const RunResult plain = run_plain("routes");
+  const RunResult r = run_program({CUDA_PROGRAM, "routes"},
+                                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=/proc/no-such-dir"}));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_NE(r.err.find("cannot create trace file /proc/no-such-dir/kvremap-"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
