@@ -169,6 +169,31 @@ void TraceWriter::close(std::string_view last_event) {
   g_fd = -1;
 }
 
+bool TraceWriter::try_close(std::string_view last_event) {
+  if (fd_ < 0) return false;
+  std::unique_lock<std::mutex> registry_guard(registry_lock(), std::try_to_lock);
+  if (!registry_guard.owns_lock()) return false;
+  std::vector<std::unique_lock<std::mutex>> buffers;
+  for (ThreadBuffer* b : registry()) {
+    buffers.emplace_back(b->lock, std::try_to_lock);
+    if (!buffers.back().owns_lock()) return false;
+  }
+  std::unique_lock<std::mutex> w(write_lock(), std::try_to_lock);
+  if (!w.owns_lock()) return false;
+  for (ThreadBuffer* b : registry()) {
+    write_all(fd_, b->data);
+    b->data.clear();
+  }
+  std::string tail = ",";
+  tail.append(last_event);
+  tail += "\n]\n";
+  write_all(fd_, tail);
+  ::close(fd_);
+  fd_ = -1;
+  g_fd = -1;
+  return true;
+}
+
 void TraceWriter::prepare_fork() {
   thread_buffer();  // created now: creating it in the child would take the registry lock held here
   flush_all();

@@ -26,6 +26,9 @@ class TraceWriter {
 
   // Writes the final event and the closing bracket, then closes the file.
   void close(std::string_view last_event);
+  // The same without waiting on any lock (for signal handlers); false, writing nothing, when a lock
+  // is taken.
+  bool try_close(std::string_view last_event);
 
   // pthread_atfork handlers: before fork everything is written and the writer's locks are held, so
   // the child inherits them in a known state; the child then forgets the parent's file and the

@@ -21,6 +21,7 @@
 #include "interpose/caller.h"
 #include "interpose/driver_api.h"
 #include "interpose/event_line.h"
+#include "interpose/guard.h"
 #include "interpose/json.h"
 #include "interpose/library.h"
 #include "interpose/trace_writer.h"
@@ -189,12 +190,16 @@ std::string options_json() {
 struct sigaction g_previous_term {};
 struct sigaction g_previous_int {};
 
+void finish_from_signal(const char* reason);
+
 void on_signal(int sig) {
-  finish(sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  // Chain to what the program had installed, or die of the signal as it would have.
+  // Chain to what the program had installed. Only when the signal would kill the process outright
+  // (no handler of its own) is the summary written first: otherwise the program decides whether it
+  // exits, and a clean exit writes the summary through atexit.
   const struct sigaction& previous = sig == SIGTERM ? g_previous_term : g_previous_int;
   if (previous.sa_handler == SIG_IGN) return;
   if (previous.sa_handler == SIG_DFL || previous.sa_handler == nullptr) {
+    finish_from_signal(sig == SIGTERM ? "SIGTERM" : "SIGINT");
     signal(sig, SIG_DFL);
     raise(sig);
     return;
@@ -461,7 +466,7 @@ void held_object_released(LiveMap& map, const char* cat, const char* name, const
   emit_counter(live->device, false);
 }
 
-std::string summary_json(const char* reason) {
+std::string summary_json(const char* reason, bool from_signal = false) {
   std::string s = event_head("i", "summary", "summary");
   s += fmt::format(R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
                    KVREMAP_VERSION_STRING, reason, trace_now_us());
@@ -484,10 +489,13 @@ std::string summary_json(const char* reason) {
   }
   s += R"(],"checkpoints":[)";
   {
-    std::lock_guard<std::mutex> g(S().lock);
-    for (std::size_t i = 0; i < S().checkpoints.size(); ++i) {
-      if (i) s += ',';
-      s += S().checkpoints[i];
+    // In a signal handler the lock may be held by the interrupted code: leave the list empty then.
+    std::unique_lock<std::mutex> g(S().lock, std::defer_lock);
+    if (from_signal ? g.try_lock() : (g.lock(), true)) {
+      for (std::size_t i = 0; i < S().checkpoints.size(); ++i) {
+        if (i) s += ',';
+        s += S().checkpoints[i];
+      }
     }
   }
   s += fmt::format(R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{}}},"options":{}}}}})",
@@ -675,6 +683,21 @@ void finish(const char* reason) {
   } catch (...) {
   }
 }
+
+namespace {
+// Best effort from a signal handler: nothing here may wait for a lock the interrupted code holds,
+// so the trace writer only writes when every lock it needs is free; otherwise the trace stays a
+// loadable file without a summary, as if the process had been killed.
+void finish_from_signal(const char* reason) {
+  // Inside one of kvremap's hooks on this thread, its locks may be held: no summary then.
+  if (inside_hook() || S().finished.exchange(true)) return;
+  if (!S().trace_opened.load() || S().disabled.load()) return;
+  try {
+    trace().try_close(summary_json(reason, true));
+  } catch (...) {
+  }
+}
+}  // namespace
 
 void prepare_fork() { trace().prepare_fork(); }
 void parent_after_fork() { trace().parent_after_fork(); }

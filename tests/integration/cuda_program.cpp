@@ -1,11 +1,12 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait
+// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,6 +183,20 @@ int fork_workers() {
   return failures;
 }
 
+volatile sig_atomic_t g_interrupted = 0;
+
+// Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
+int handle_interrupt() {
+  signal(SIGINT, [](int) { g_interrupted = 1; });
+  void* p = nullptr;
+  check(cudaMalloc(&p, 5 * kMiB) == cudaSuccess, "allocation before waiting");
+  std::printf("waiting\n");
+  std::fflush(stdout);
+  while (!g_interrupted) pause();
+  std::printf("interrupted, exiting cleanly\n");
+  return 0;
+}
+
 int wait_forever() {
   void* p = nullptr;
   check(cudaMalloc(&p, 5 * kMiB) == cudaSuccess, "allocation before waiting");
@@ -202,6 +217,7 @@ int main(int argc, char** argv) {
   if (mode == "faults") return faults();
   if (mode == "fork") return fork_workers();
   if (mode == "wait") return wait_forever();
-  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait\n");
+  if (mode == "interrupt") return handle_interrupt();
+  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt\n");
   return 2;
 }

@@ -52,15 +52,23 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
   close(out_pipe[1]);
   close(err_pipe[1]);
   RunResult result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool signalled = false;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   char buf[4096];
   while (open_fds > 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
+      if (signalled) {
+        kill(child, SIGKILL);  // it ignored the first signal for 10 s
+        break;
+      }
+      // Keep reading what it writes while it reacts: closing the pipes now would kill it with SIGPIPE.
       kill(child, timeout_signal);
-      break;
+      signalled = true;
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      continue;
     }
     if (poll(fds, 2, static_cast<int>(left.count())) <= 0) continue;
     for (int i = 0; i < 2; ++i) {

@@ -178,6 +178,15 @@ TEST(Interposer, SigtermWritesTheSummaryAndStillTerminates) {
   EXPECT_TRUE(t.traces[0].complete);
 }
 
+TEST(Interposer, AProgramsOwnSignalHandlerStillRunsAndDecides) {
+  Traced t = run_traced("interrupt", {}, 3, SIGINT);
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_NE(t.run.out.find("interrupted, exiting cleanly"), std::string::npos) << t.run.out;
+  ASSERT_EQ(t.traces.size(), 1u);
+  ASSERT_TRUE(t.traces[0].summary.has_value());
+  EXPECT_EQ(t.traces[0].summary->exit, "atexit") << "kvremap did not end tracking behind the program's back";
+}
+
 TEST(Interposer, BadOptionsAreReportedInOneLineAndFallBackToDefaults) {
   Traced t = run_traced("routes", {"KVREMAP_STACK_MIN_BYTES=lots", "KVREMAP_TRACEDIR=/tmp"});
   EXPECT_EQ(t.run.exit_code, 0);
