@@ -117,9 +117,13 @@ std::uint64_t monotonic_ns() {
 std::uint64_t trace_now_ns() { return monotonic_ns() - start_ns(); }
 double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
+namespace {
+thread_local int t_tid = 0;
+}  // namespace
+
 int current_tid() {
-  thread_local int tid = static_cast<int>(syscall(SYS_gettid));
-  return tid;
+  if (t_tid == 0) t_tid = static_cast<int>(syscall(SYS_gettid));
+  return t_tid;
 }
 
 TraceWriter& trace() {
@@ -207,6 +211,7 @@ void TraceWriter::parent_after_fork() {
 }
 
 void TraceWriter::child_after_fork() {
+  t_tid = 0;  // the forking thread has a new id in the child
   ThreadBuffer& own = thread_buffer();
   own.data.clear();
   registry().assign(1, &own);

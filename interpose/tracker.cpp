@@ -148,6 +148,31 @@ void hot_head(EventLine& e, std::string_view ph, std::string_view cat, std::stri
   e.lit(R"(,"name":")").raw(name).lit("\"");
 }
 
+// The part of an alloc/free event that is the same for every event of one thread: built once per
+// thread (and again in a forked child), then copied.
+enum class HotKind { kAlloc, kFree };
+struct HotPrefix {
+  int pid = -1;
+  std::size_t length = 0;
+  char text[160];
+};
+thread_local HotPrefix t_hot_prefix[2];
+
+std::string_view hot_prefix(HotKind kind) {
+  HotPrefix& p = t_hot_prefix[kind == HotKind::kAlloc ? 0 : 1];
+  if (p.pid != g_pid) {
+    EventLine e;
+    e.lit(R"({"ph":"i","cat":"alloc","pid":)").u64(static_cast<std::uint64_t>(g_pid));
+    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid()));
+    e.raw(kind == HotKind::kAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
+    e.lit(R"(,"s":"t","ts":)");
+    std::memcpy(p.text, e.view().data(), e.view().size());
+    p.length = e.view().size();
+    p.pid = g_pid;
+  }
+  return {p.text, p.length};
+}
+
 void emit(const EventLine& e) {
   if (!e.overflowed()) trace().event(e.view());
 }
@@ -518,8 +543,8 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
       EventLine e;
-      hot_head(e, "i", "alloc", "alloc");
-      e.lit(R"(,"s":"t","args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
+      e.raw(hot_prefix(HotKind::kAlloc)).micros(trace_now_ns());
+      e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
       e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(device)).lit(R"(,"category":")").raw(policy::to_string(c));
       e.lit(R"(","phase":")").raw(current_phase_name(device)).lit("\"");
       if (bytes >= options().stack_min_bytes) {
@@ -542,8 +567,8 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
     known = true;
     if (trace().is_open()) {
       EventLine e;
-      hot_head(e, "i", "alloc", "free");
-      e.lit(R"(,"s":"t","args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(live->bytes);
+      e.raw(hot_prefix(HotKind::kFree)).micros(trace_now_ns());
+      e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(live->bytes);
       e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(live->device)).lit(R"(,"category":")");
       e.raw(policy::to_string(live->category)).lit(R"("}})");
       emit(e);
