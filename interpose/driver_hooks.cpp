@@ -76,6 +76,8 @@ bool is_own_wrapper(void* fn) {
 
 namespace {
 
+std::atomic<std::uint64_t> g_routed_lookups{0};
+
 void* find_wrapper(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
   auto it = by_base_name().find(base_name);
   if (it == by_base_name().end() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
@@ -85,6 +87,7 @@ void* find_wrapper(std::string_view base_name, int version, unsigned long long f
   for (const DriverHook* h : it->second) {
     if (h->per_thread != wants_per_thread || !same_abi(*h, version, flags, real_fn)) continue;
     h->real->store(real_fn, std::memory_order_release);
+    g_routed_lookups.fetch_add(1, std::memory_order_relaxed);
     return h->wrapper;
   }
   return nullptr;
@@ -99,6 +102,8 @@ void* wrapper_for_query(std::string_view base_name, int version, unsigned long l
     return nullptr;  // out of memory building the index: the caller gets the real function
   }
 }
+
+std::uint64_t routed_lookups() { return g_routed_lookups.load(std::memory_order_relaxed); }
 
 const DriverHook* hook_for_export(std::string_view export_name) {
   try {
@@ -341,14 +346,15 @@ KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx)
 KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
 
 // The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
-// then gets its wrapper. Substitution does not depend on tracking being on, because cudart
-// resolves everything once, at its start, possibly before kvremap has finished initialising.
+// then gets its wrapper. Substitution depends neither on tracking being on nor on the reentrancy
+// guard: cudart resolves its whole driver table once, typically from inside the first runtime call
+// (which is one of our hooks), and whatever it gets then is what it uses for good.
 KVREMAP_HOOK CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                           CUdriverProcAddressQueryResult* status) {
   auto real = KVREMAP_REAL(cuGetProcAddress_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult r = real(symbol, pfn, version, flags, status);
-  if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !inside_hook()) {
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
     if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
   }
   return r;
@@ -358,7 +364,7 @@ KVREMAP_HOOK CUresult cuGetProcAddress(const char* symbol, void** pfn, int versi
   auto real = KVREMAP_REAL(cuGetProcAddress);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult r = real(symbol, pfn, version, flags);
-  if (r == CUDA_SUCCESS && symbol && pfn && *pfn && !inside_hook()) {
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
     if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
   }
   return r;

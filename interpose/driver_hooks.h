@@ -81,6 +81,9 @@ struct DriverHook {
 void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn);
 // The wrapper for a dlsym of an exact export name on libcuda's handle, or nullptr.
 const DriverHook* hook_for_export(std::string_view export_name);
+// How many lookups (cuGetProcAddress, entry points, dlsym on libcuda) were answered with a wrapper:
+// the evidence, in the trace summary, that cudart's own driver calls are routed through kvremap.
+std::uint64_t routed_lookups();
 // True when `fn` is one of this library's own wrappers (never store those as real pointers).
 bool is_own_wrapper(void* fn);
 

@@ -191,7 +191,7 @@ KVREMAP_HOOK cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     auto real = KVREMAP_RT_REAL(name);                                                                       \
     if (!real) return cudaErrorInsufficientDriver;                                                           \
     cudaError_t r = real(symbol, fn, flags, status);                                                         \
-    if (r == cudaSuccess && !inside_hook())                                                                  \
+    if (r == cudaSuccess)                                                                                    \
       substitute_entry_point(symbol, fn, runtime_version(), (per_thread && (flags & 3) == 0) ? 2 : flags);   \
     return r;                                                                                                \
   }
@@ -204,7 +204,7 @@ KVREMAP_RT_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz, true)
     auto real = KVREMAP_RT_REAL(name);                                                                       \
     if (!real) return cudaErrorInsufficientDriver;                                                           \
     cudaError_t r = real(symbol, fn, version, flags, status);                                                \
-    if (r == cudaSuccess && !inside_hook())                                                                  \
+    if (r == cudaSuccess)                                                                                    \
       substitute_entry_point(symbol, fn, static_cast<int>(version), (per_thread && (flags & 3) == 0) ? 2 : flags); \
     return r;                                                                                                \
   }

@@ -20,6 +20,7 @@
 
 #include "interpose/caller.h"
 #include "interpose/driver_api.h"
+#include "interpose/driver_hooks.h"
 #include "interpose/event_line.h"
 #include "interpose/guard.h"
 #include "interpose/json.h"
@@ -523,9 +524,10 @@ std::string summary_json(const char* reason, bool from_signal = false) {
       }
     }
   }
-  s += fmt::format(R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{}}},"options":{}}}}})",
-                   S().capture_count.load(), S().graph_launches.load(), S().kernel_launches.load(),
-                   S().module_loads.load(), options_json());
+  s += fmt::format(
+      R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{},"routed_lookups":{}}},"options":{}}}}})",
+      S().capture_count.load(), S().graph_launches.load(), S().kernel_launches.load(), S().module_loads.load(),
+      routed_lookups(), options_json());
   return s;
 }
 

@@ -232,6 +232,73 @@ void print_latency_table(std::vector<LatencyRow> rows) {
   }
 }
 
+// What docs/gpu-results.md records about a device's VMM support, besides the latencies: the
+// recommended granularity and whether host-located handles can be created, mapped and used by the
+// device. Reports only; an unsupported location is a finding, not a failure.
+void report_vmm_facts(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  std::size_t minimum = 0, recommended = 0;
+  CHECK_CU(g_driver.cuMemGetAllocationGranularity(&minimum, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  CHECK_CU(g_driver.cuMemGetAllocationGranularity(&recommended, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  std::printf("remap_demo: device granularity minimum %zu, recommended %zu bytes\n", minimum, recommended);
+
+  struct Location {
+    const char* name;
+    CUmemLocationType type;
+    cudaDeviceAttr attribute;
+  };
+  const Location locations[] = {
+      {"HOST", CU_MEM_LOCATION_TYPE_HOST, static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)},
+      {"HOST_NUMA", CU_MEM_LOCATION_TYPE_HOST_NUMA,
+       static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)},
+  };
+  for (const Location& where : locations) {
+    int attribute = -1;
+    cudaDeviceGetAttribute(&attribute, where.attribute, device);
+    CUmemAllocationProp host{};
+    host.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    host.location.type = where.type;
+    host.location.id = 0;  // host NUMA node 0; ignored for HOST
+    std::size_t granule = 0;
+    CUresult r = g_driver.cuMemGetAllocationGranularity(&granule, &host, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUmemGenericAllocationHandle handle = 0;
+    CUdeviceptr va = 0;
+    bool mapped = false;
+    if (r == CUDA_SUCCESS) r = g_driver.cuMemCreate(&handle, granule, &host, 0);
+    const bool created = r == CUDA_SUCCESS;
+    if (created) r = g_driver.cuMemAddressReserve(&va, granule, 0, 0, 0);
+    if (created && r == CUDA_SUCCESS) {
+      r = g_driver.cuMemMap(va, granule, 0, handle, 0);
+      mapped = r == CUDA_SUCCESS;
+    }
+    bool usable = false;
+    if (mapped) {
+      CUmemAccessDesc access{};
+      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access.location.id = device;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      r = g_driver.cuMemSetAccess(va, granule, &access, 1);
+      std::uint32_t back = 0;
+      usable = r == CUDA_SUCCESS && cudaMemset(reinterpret_cast<void*>(va), 0x5a, granule) == cudaSuccess &&
+               cudaMemcpy(&back, reinterpret_cast<void*>(va), sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess &&
+               back == 0x5a5a5a5au;
+      g_driver.cuMemUnmap(va, granule);
+    }
+    if (va) g_driver.cuMemAddressFree(va, granule);
+    if (created) g_driver.cuMemRelease(handle);
+    const char* error = "none";
+    if (r != CUDA_SUCCESS && g_driver.cuGetErrorName) g_driver.cuGetErrorName(r, &error);
+    std::printf("remap_demo: %s-located handles: attribute %d, granularity %zu, created %s, mapped %s, "
+                "device read/write %s (last error %s)\n",
+                where.name, attribute, granule, created ? "yes" : "no", mapped ? "yes" : "no", usable ? "yes" : "no",
+                error);
+    cudaGetLastError();  // a refused location is a finding; leave no sticky error for the checks after
+  }
+}
+
 struct Options {
   std::size_t granules = kDefaultGranules;
   bool latency = false;
@@ -243,7 +310,8 @@ void print_usage(std::FILE* out) {
                "  Maps a VMM range, replays a CUDA graph into it, re-backs the range with a new handle\n"
                "  at the same address and checks the same graph writes into the new backing.\n"
                "  --granules N  size of the range in allocation granules (default %zu, at most %zu)\n"
-               "  --latency     also time the VMM calls for a 1 GiB handle\n"
+               "  --latency     also time the VMM calls for a 1 GiB handle, and report the granularities\n"
+               "                and whether host-located (HOST, HOST_NUMA) handles work\n"
                "  --help        show this text\n",
                kDefaultGranules, kMaxGranules);
 }
@@ -395,6 +463,7 @@ int main(int argc, char** argv) {
 
   std::vector<LatencyRow> latency = measure_vmm_latency(bytes, device);
   if (options.latency) {
+    report_vmm_facts(device);
     std::vector<LatencyRow> large = measure_vmm_latency(kLargeHandleBytes, device);
     latency.insert(latency.end(), large.begin(), large.end());
   }

@@ -82,6 +82,8 @@ TEST(Interposer, EveryRouteToTheDriverIsSeenOnceWithExactBytes) {
   EXPECT_EQ(sizes, (std::vector<std::uint64_t>{3, 5, 7, 9, 11, 13, 15, 17}));
   EXPECT_EQ(trace.allocs.front().api, "cudaMalloc");
   EXPECT_EQ(trace.allocs[1].api, "cuMemAlloc");
+  // cudart's start-up resolution plus the program's own lookups went through the wrappers.
+  EXPECT_GE(trace.summary->counts.at("routed_lookups"), 10u);
   ASSERT_EQ(trace.checkpoints.size(), 1u);
   EXPECT_EQ(trace.checkpoints[0].api, "cudaMemGetInfo");
   EXPECT_EQ(trace.checkpoints[0].driver_free, trace.checkpoints[0].returned_free) << "observe mode changes nothing";
@@ -116,6 +118,8 @@ TEST(Interposer, CapturesOnTwoThreadsFeedGraphPoolsAndInstantiationFeedsGraphExe
   EXPECT_NE(trace.captures[0].event.tid, trace.captures[1].event.tid);
   EXPECT_EQ(trace.summary->counts.at("captures"), 2u);
   EXPECT_EQ(trace.summary->counts.at("graph_launches"), 2u);
+  // cudaLaunchKernel reaches cuLaunchKernel through the table cudart resolved via our wrapper.
+  EXPECT_EQ(trace.summary->counts.at("kernel_launches"), 2u);
 }
 
 TEST(Interposer, ObserveModeIsTransparent) {
