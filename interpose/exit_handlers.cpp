@@ -1,0 +1,81 @@
+// Exit handling: the summary at atexit, and on SIGTERM/SIGINT when they would kill the process.
+#include <signal.h>
+
+#include <cstdlib>
+
+#include "interpose/guard.h"
+#include "interpose/trace_writer.h"
+#include "interpose/tracker.h"
+#include "interpose/tracking_state.h"
+
+namespace kvremap::interpose {
+namespace tracker_detail {
+namespace {
+
+// Best effort from a signal handler: nothing here may wait for a lock the interrupted code holds,
+// so the trace writer only writes when every lock it needs is free; otherwise the trace stays a
+// loadable file without a summary, as if the process had been killed.
+void finish_from_signal(const char* reason) {
+  // Inside one of kvremap's hooks on this thread, its locks may be held: no summary then.
+  if (inside_hook() || S().finished.exchange(true)) return;
+  if (!S().trace_opened.load() || S().disabled.load()) return;
+  try {
+    trace().try_close(summary_json(reason, true));
+  } catch (...) {
+  }
+}
+
+struct sigaction g_previous_term {};
+struct sigaction g_previous_int {};
+
+
+void on_signal(int sig) {
+  // Chain to what the program had installed. Only when the signal would kill the process outright
+  // (no handler of its own) is the summary written first: otherwise the program decides whether it
+  // exits, and a clean exit writes the summary through atexit.
+  const struct sigaction& previous = sig == SIGTERM ? g_previous_term : g_previous_int;
+  if (previous.sa_handler == SIG_IGN) return;
+  if (previous.sa_handler == SIG_DFL || previous.sa_handler == nullptr) {
+    finish_from_signal(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  if (previous.sa_flags & SA_SIGINFO) {
+    previous.sa_sigaction(sig, nullptr, nullptr);
+  } else {
+    previous.sa_handler(sig);
+  }
+}
+
+}  // namespace
+
+void install_exit_handlers() {
+  std::atexit([] { finish("atexit"); });
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, &g_previous_term);
+  sigaction(SIGINT, &action, &g_previous_int);
+}
+
+
+}  // namespace tracker_detail
+
+using namespace tracker_detail;
+
+void finish(const char* reason) {
+  if (S().finished.exchange(true)) return;
+  if (!S().trace_opened.load() || S().disabled.load()) {
+    trace().flush_all();
+    return;
+  }
+  try {
+    emit_all_counters();
+    trace().close(summary_json(reason));
+  } catch (...) {
+  }
+}
+
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,245 @@
+// Formatting of the trace's events: hot alloc/free lines, counters, the header and the summary.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "interpose/driver_api.h"
+#include "interpose/driver_hooks.h"
+#include "interpose/json.h"
+#include "interpose/library.h"
+#include "interpose/trace_writer.h"
+#include "interpose/tracking_state.h"
+#include "interpose/version_number.h"
+
+namespace kvremap::interpose::tracker_detail {
+namespace {
+std::atomic<int> g_pid{0};
+}  // namespace
+
+int process_id() {
+  int pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = getpid();
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
+void refresh_process_id() { g_pid.store(getpid(), std::memory_order_relaxed); }
+
+
+
+// Events are built in one reused per-thread string (no allocation per event) with plain appends:
+// the format-string machinery was most of the per-allocation cost. A caller finishes one event
+// (hands it to trace().event) before starting the next.
+std::string& event_head(const char* ph, const char* cat, std::string_view name) {
+  thread_local std::string e;
+  e.clear();
+  e += R"({"ph":")";
+  e += ph;
+  e += R"(","cat":")";
+  e += cat;
+  e += R"(","pid":)";
+  append_uint(e, static_cast<std::uint64_t>(process_id()));
+  e += R"(,"tid":)";
+  append_uint(e, static_cast<std::uint64_t>(current_tid()));
+  e += R"(,"ts":)";
+  append_us_from_ns(e, trace_now_ns());
+  e += R"(,"name":)";
+  append_json_string(e, name);
+  return e;
+}
+
+namespace {
+// The common head of the hot events, in an EventLine.
+void hot_head(EventLine& e, std::string_view ph, std::string_view cat, std::string_view name) {
+  e.lit(R"({"ph":")").raw(ph).lit(R"(","cat":")").raw(cat).lit(R"(","pid":)").u64(static_cast<std::uint64_t>(process_id()));
+  e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid())).lit(R"(,"ts":)").micros(trace_now_ns());
+  e.lit(R"(,"name":")").raw(name).lit("\"");
+}
+
+}  // namespace
+
+// The part of an alloc/free event that is the same for every event of one thread: built once per
+// thread (and again in a forked child), then copied.
+namespace {
+struct HotPrefix {
+  int pid = -1;
+  std::size_t length = 0;
+  char text[160];
+};
+thread_local HotPrefix t_hot_prefix[2];
+}  // namespace
+
+std::string_view hot_prefix(HotKind kind) {
+  HotPrefix& p = t_hot_prefix[kind == HotKind::kAlloc ? 0 : 1];
+  if (p.pid != process_id()) {
+    EventLine e;
+    e.lit(R"({"ph":"i","cat":"alloc","pid":)").u64(static_cast<std::uint64_t>(process_id()));
+    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid()));
+    e.raw(kind == HotKind::kAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
+    e.lit(R"(,"s":"t","ts":)");
+    std::memcpy(p.text, e.view().data(), e.view().size());
+    p.length = e.view().size();
+    p.pid = process_id();
+  }
+  return {p.text, p.length};
+}
+
+void emit(const EventLine& e) {
+  if (!e.overflowed()) trace().event(e.view());
+}
+
+
+namespace {
+std::string read_cmdline() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : raw)
+    if (c == '\0') c = ' ';
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return raw;
+}
+
+}  // namespace
+
+std::string options_json() {
+  std::string o = "{";
+  bool first = true;
+  for (const auto& [name, value] : policy::options_in_force(options())) {
+    if (!first) o += ',';
+    first = false;
+    append_json_string(o, name);
+    o += ':';
+    append_json_string(o, value);
+  }
+  return o + "}";
+}
+
+
+void open_trace() {
+  if (!options().trace) return;
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  const std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, process_id());
+  std::string first = fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":{},"ts":0,"args":{{"name":)",
+                                  process_id(), current_tid());
+  const std::string cmdline = read_cmdline();
+  append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
+  first += "}}";
+  if (!trace().open(path, first)) {
+    log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", path, std::strerror(errno));
+    return;
+  }
+  std::string header = event_head("M", "kvremap", "kvremap_trace");
+  header += fmt::format(R"(,"args":{{"schema_version":1,"library_version":"{}","hostname":)", KVREMAP_VERSION_STRING);
+  append_json_string(header, host);
+  header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", process_id(), getppid());
+  append_json_string(header, cmdline);
+  timespec real{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  header += fmt::format(R"(,"start_unix_ns":{},"options":{}}}}})",
+                        static_cast<std::uint64_t>(real.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(real.tv_nsec),
+                        options_json());
+  trace().event(header, true);  // readers need it as the second line, before any other thread's events
+  for (const policy::OptionProblem& p : option_problems()) {
+    std::string& e = event_head("i", "kvremap", "option error");
+    e += R"(,"s":"g","args":{"variable":)";
+    append_json_string(e, p.variable);
+    e += R"(,"value":)";
+    append_json_string(e, p.value);
+    e += R"(,"message":)";
+    append_json_string(e, p.message);
+    e += "}}";
+    trace().event(e);
+  }
+  log().info("trace: {}", path);
+}
+
+// First CUDA activity: the trace file, exit handlers. Later calls cost one atomic load.
+
+int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
+
+
+void see_device(int device) {
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+  if (d.seen.load(std::memory_order_acquire) || d.seen.exchange(true)) return;
+  const std::uint64_t total = real_device_total(device);
+  d.total.store(total);
+  std::string& e = event_head("M", "kvremap", "kvremap_device");
+  e += fmt::format(R"(,"args":{{"device":{},"total_bytes":{}}}}})", device, total);
+  trace().event(e);
+}
+
+void emit_counter(int device, bool force) {
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+  const double now = trace_now_us();
+  double last = d.last_counter_us.load(std::memory_order_relaxed);
+  if (!force && now - last < kCounterIntervalUs) return;
+  if (!d.last_counter_us.compare_exchange_strong(last, now) && !force) return;
+  if (!trace().is_open()) return;
+  EventLine e;
+  char name[32];
+  const int n = std::snprintf(name, sizeof name, "device %d bytes", device);
+  hot_head(e, "C", "memory", std::string_view(name, static_cast<std::size_t>(n)));
+  e.lit(R"(,"args":{)");
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    if (i) e.lit(",");
+    e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)");
+    e.u64(static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load())));
+  }
+  e.lit("}}");
+  emit(e);
+}
+
+void emit_all_counters() {
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (S().devices[static_cast<std::size_t>(d)].seen.load()) emit_counter(d, true);
+}
+
+std::string summary_json(const char* reason, bool from_signal) {
+  std::string s = event_head("i", "summary", "summary");
+  s += fmt::format(R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
+                   KVREMAP_VERSION_STRING, reason, trace_now_us());
+  bool first_device = true;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    const DeviceStats& dev = S().devices[static_cast<std::size_t>(d)];
+    if (!dev.seen.load()) continue;
+    if (!first_device) s += ',';
+    first_device = false;
+    s += fmt::format(R"({{"device":{},"total_bytes":{},"categories":{{)", d, dev.total.load());
+    for (std::size_t i = 0; i < kCategories; ++i) {
+      const CategoryStats& c = dev.categories[i];
+      if (i) s += ',';
+      s += fmt::format(
+          R"("{}":{{"live_bytes":{},"peak_bytes":{},"peak_ts":{:.3f},"allocated_bytes":{},"allocations":{},"frees":{}}})",
+          policy::to_string(kAllCategories[i]), c.live.load(), c.peak.load(),
+          static_cast<double>(c.peak_ts_ns.load()) / 1000.0, c.allocated.load(), c.allocations.load(), c.frees.load());
+    }
+    s += "}}";
+  }
+  s += R"(],"checkpoints":[)";
+  {
+    // In a signal handler the lock may be held by the interrupted code: leave the list empty then.
+    std::unique_lock<std::mutex> g(S().lock, std::defer_lock);
+    if (from_signal ? g.try_lock() : (g.lock(), true)) {
+      for (std::size_t i = 0; i < S().checkpoints.size(); ++i) {
+        if (i) s += ',';
+        s += S().checkpoints[i];
+      }
+    }
+  }
+  s += fmt::format(
+      R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{},"routed_lookups":{}}},"options":{}}}}})",
+      S().capture_count.load(), S().graph_launches.load(), S().kernel_launches.load(), S().module_loads.load(),
+      routed_lookups(), options_json());
+  return s;
+}
+
+
+}  // namespace kvremap::interpose::tracker_detail

@@ -1,0 +1,129 @@
+// Tracking state shared by the tracker, its trace events and the exit handlers (internal to interpose/).
+#pragma once
+
+#include <tbb/concurrent_hash_map.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "interpose/event_line.h"
+#include "policy/events.h"
+#include "policy/phases.h"
+
+namespace kvremap::interpose::tracker_detail {
+
+using policy::Category;
+
+constexpr int kMaxDevices = 64;
+constexpr std::size_t kCategories = 7;
+constexpr std::array<Category, kCategories> kAllCategories{Category::kv,         Category::graph_pool, Category::graph_exec,
+                                                           Category::module,     Category::async_pool, Category::vmm,
+                                                           Category::other};
+// Counter events for one device at most this often, plus at every checkpoint, phase change and exit.
+constexpr double kCounterIntervalUs = 1000.0;
+
+struct CategoryStats {
+  std::atomic<std::int64_t> live{0};
+  std::atomic<std::int64_t> peak{0};
+  std::atomic<std::uint64_t> peak_ts_ns{0};
+  std::atomic<std::uint64_t> allocated{0};
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> frees{0};
+};
+
+struct DeviceStats {
+  std::atomic<bool> seen{false};
+  std::atomic<std::uint64_t> total{0};
+  std::array<CategoryStats, kCategories> categories;
+  std::atomic<double> last_counter_us{-1e18};
+};
+
+struct Live {
+  std::uint64_t bytes = 0;
+  int device = 0;
+  Category category = Category::other;
+};
+
+struct ActiveCapture {
+  std::uint64_t stream = 0;
+  std::uint64_t id = 0;
+  int mode = 0;
+  int tid = 0;
+  double begin_us = 0;
+  std::uint64_t allocated = 0;
+};
+
+using LiveMap = tbb::concurrent_hash_map<std::uint64_t, Live>;
+
+// Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
+struct State {
+  std::atomic<bool> disabled{false};
+  std::atomic<bool> trace_opened{false};
+  std::atomic<bool> finished{false};
+  std::once_flag open_once;
+  std::array<DeviceStats, kMaxDevices> devices;
+  LiveMap allocations;  // device pointers (cuMemAlloc family, async)
+  LiveMap handles;      // VMM handles
+  LiveMap execs;        // graph execs: bytes consumed at instantiation
+  LiveMap modules;      // modules and libraries: bytes consumed at load
+
+  std::mutex lock;  // captures, checkpoints, phase trackers
+  std::vector<ActiveCapture> captures;
+  std::atomic<int> global_captures{0};
+  std::uint64_t next_capture_id = 1;
+  std::vector<std::string> checkpoints;  // JSON objects, for the summary
+  std::array<std::optional<policy::PhaseTracker>, kMaxDevices> phases;
+  // Readable without the lock: the phase each allocation event is stamped with.
+  std::array<std::atomic<std::uint8_t>, kMaxDevices> phase_now{};
+  // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
+  std::array<std::atomic<std::uint32_t>, kMaxDevices> pending_launches{};
+  std::atomic<bool> all_serving{false};
+
+  std::atomic<std::uint64_t> capture_count{0};
+  std::atomic<std::uint64_t> graph_launches{0};
+  std::atomic<std::uint64_t> kernel_launches{0};
+  std::atomic<std::uint64_t> module_loads{0};
+};
+
+// A function-local static, not a global: hooks can run before this file's initialisers (another
+// library's constructor may allocate), and a forked child swaps in a fresh state.
+inline State*& state_slot() {
+  static State* state = new State;
+  return state;
+}
+inline State& S() { return *state_slot(); }
+inline thread_local int t_own_captures = 0;
+
+inline std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
+
+// --- trace events (trace_events.cpp) ---
+// The process id, cached (getpid() is a system call); refreshed in a forked child.
+int process_id();
+void refresh_process_id();
+// The head of a cold event in a reused per-thread string; finish one event before starting another.
+std::string& event_head(const char* ph, const char* cat, std::string_view name);
+enum class HotKind { kAlloc, kFree };
+// The constant start of a thread's alloc/free events, up to and including `"ts":`.
+std::string_view hot_prefix(HotKind kind);
+void emit(const EventLine& e);
+int device_index(int device);
+// First sight of a device: its total memory in a metadata event.
+void see_device(int device);
+// A counter sample of a device's live bytes per category (throttled unless `force`).
+void emit_counter(int device, bool force);
+void emit_all_counters();
+std::string options_json();
+// Creates the trace file with its header, when tracing is on.
+void open_trace();
+std::string summary_json(const char* reason, bool from_signal = false);
+
+// --- exit handling (exit_handlers.cpp) ---
+void install_exit_handlers();
+
+}  // namespace kvremap::interpose::tracker_detail
