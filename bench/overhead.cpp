@@ -29,9 +29,7 @@ struct Config {
   int repeats = 5;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Median of `repeats` runs of `body`, in seconds.
 template <typename Body>

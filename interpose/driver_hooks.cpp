@@ -120,10 +120,10 @@ using namespace kvremap::interpose;
 
 // Nested calls (cudart's own driver calls under a runtime hook), calls before initialisation and
 // calls after an internal failure go straight to the real function.
-#define KVREMAP_ENTER(exp, ...)                                      \
-  auto real = KVREMAP_REAL(exp);                                     \
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;                      \
-  if (inside_hook() || !tracking()) return real(__VA_ARGS__);        \
+#define KVREMAP_ENTER(exp, ...)                               \
+  auto real = KVREMAP_REAL(exp);                              \
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;               \
+  if (inside_hook() || !tracking()) return real(__VA_ARGS__); \
   HookScope scope
 
 namespace {
@@ -158,23 +158,23 @@ KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return r;
 }
 
-#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                       \
-    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                          \
-    CUresult r = real(dptr, bytes, stream);                                                           \
-    if (r == CUDA_SUCCESS && dptr)                                                                    \
+#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                          \
+    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
+    CUresult r = real(dptr, bytes, stream);                                                              \
+    if (r == CUDA_SUCCESS && dptr)                                                                       \
       on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
-    return r;                                                                                         \
+    return r;                                                                                            \
   }
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
-#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                              \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                   \
-    KVREMAP_ENTER(exp, dptr, stream);                                              \
-    CUresult r = real(dptr, stream);                                               \
+#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                  \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                       \
+    KVREMAP_ENTER(exp, dptr, stream);                                                  \
+    CUresult r = real(dptr, stream);                                                   \
     if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kStreamOrdered, "cuMemFreeAsync"); \
-    return r;                                                                      \
+    return r;                                                                          \
   }
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
@@ -191,7 +191,8 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
                                   unsigned long long flags) {
   KVREMAP_ENTER(cuMemCreate, handle, size, prop, flags);
   CUresult r = real(handle, size, prop, flags);
-  if (r == CUDA_SUCCESS && handle) on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
+  if (r == CUDA_SUCCESS && handle)
+    on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
   return r;
 }
 
@@ -223,22 +224,22 @@ KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return real(ptr, size);
 }
 
-#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                               \
-  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {          \
-    KVREMAP_ENTER(exp, stream, mode);                                             \
-    CUresult r = real(stream, mode);                                              \
+#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                                                          \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {                                     \
+    KVREMAP_ENTER(exp, stream, mode);                                                                        \
+    CUresult r = real(stream, mode);                                                                         \
     if (r == CUDA_SUCCESS) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-    return r;                                                                     \
+    return r;                                                                                                \
   }
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
 
-#define KVREMAP_END_CAPTURE_HOOK(exp, per_thread)                      \
-  KVREMAP_HOOK CUresult exp(CUstream stream, CUgraph* graph) {         \
-    KVREMAP_ENTER(exp, stream, graph);                                 \
-    CUresult r = real(stream, graph);                                  \
-    capture_ended(r, stream, per_thread);                              \
-    return r;                                                          \
+#define KVREMAP_END_CAPTURE_HOOK(exp, per_thread)              \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUgraph* graph) { \
+    KVREMAP_ENTER(exp, stream, graph);                         \
+    CUresult r = real(stream, graph);                          \
+    capture_ended(r, stream, per_thread);                      \
+    return r;                                                  \
   }
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture, false)
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
@@ -247,7 +248,8 @@ KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph gra
   KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
   std::uint64_t bytes = 0;
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, flags); });
-  if (r == CUDA_SUCCESS && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
+  if (r == CUDA_SUCCESS && exec)
+    on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
   return r;
 }
 
@@ -255,7 +257,7 @@ KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph gra
   KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {     \
     KVREMAP_ENTER(exp, exec, graph, params);                                                               \
     std::uint64_t bytes = 0;                                                                               \
-    CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, params); });                              \
+    CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, params); });        \
     if (r == CUDA_SUCCESS && exec)                                                                         \
       on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithParams"); \
     return r;                                                                                              \
@@ -263,12 +265,12 @@ KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph gra
 KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams)
 KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
 
-#define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                          \
+#define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                           \
   KVREMAP_HOOK CUresult exp(CUgraphExec exec, CUstream stream) { \
-    KVREMAP_ENTER(exp, exec, stream);                           \
-    CUresult r = real(exec, stream);                            \
-    if (r == CUDA_SUCCESS) on_graph_launch();                   \
-    return r;                                                   \
+    KVREMAP_ENTER(exp, exec, stream);                            \
+    CUresult r = real(exec, stream);                             \
+    if (r == CUDA_SUCCESS) on_graph_launch();                    \
+    return r;                                                    \
   }
 KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch)
 KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
@@ -293,7 +295,8 @@ KVREMAP_HOOK CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, un
   KVREMAP_ENTER(cuModuleLoadDataEx, module, image, n, options, values);
   std::uint64_t bytes = 0;
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image, n, options, values); });
-  if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadDataEx");
+  if (r == CUDA_SUCCESS && module)
+    on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadDataEx");
   return r;
 }
 
@@ -306,7 +309,8 @@ KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CU
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] {
     return real(library, code, jit_options, jit_values, num_jit, library_options, library_values, num_library);
   });
-  if (r == CUDA_SUCCESS && library) on_module_load(reinterpret_cast<std::uint64_t>(*library), bytes, "cuLibraryLoadData");
+  if (r == CUDA_SUCCESS && library)
+    on_module_load(reinterpret_cast<std::uint64_t>(*library), bytes, "cuLibraryLoadData");
   return r;
 }
 

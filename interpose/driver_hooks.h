@@ -22,41 +22,41 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
 
 // X(export, base name asked of cuGetProcAddress, first CUDA version of this ABI, first version of
 //   the next ABI or 0, per-thread-stream variant)
-#define KVREMAP_DRIVER_HOOKS(X)                                              \
-  X(cuMemAlloc_v2, cuMemAlloc, 3020, 0, false)                               \
-  X(cuMemFree_v2, cuMemFree, 3020, 0, false)                                 \
-  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, false)                     \
-  X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0, false)                       \
-  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 0, true)                   \
-  X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0, false)                         \
-  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 0, true)                     \
-  X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false)                           \
-  X(cuMemCreate, cuMemCreate, 10020, 0, false)                               \
-  X(cuMemRelease, cuMemRelease, 10020, 0, false)                             \
-  X(cuMemMap, cuMemMap, 10020, 0, false)                                     \
-  X(cuMemUnmap, cuMemUnmap, 10020, 0, false)                                 \
-  X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0, false)               \
-  X(cuMemAddressFree, cuMemAddressFree, 10020, 0, false)                     \
-  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0, false)          \
-  X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, true)      \
-  X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0, false)                 \
-  X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 0, true)             \
-  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, false) \
-  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0, false) \
+#define KVREMAP_DRIVER_HOOKS(X)                                                      \
+  X(cuMemAlloc_v2, cuMemAlloc, 3020, 0, false)                                       \
+  X(cuMemFree_v2, cuMemFree, 3020, 0, false)                                         \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, false)                             \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0, false)                               \
+  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 0, true)                           \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0, false)                                 \
+  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 0, true)                             \
+  X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false)                                   \
+  X(cuMemCreate, cuMemCreate, 10020, 0, false)                                       \
+  X(cuMemRelease, cuMemRelease, 10020, 0, false)                                     \
+  X(cuMemMap, cuMemMap, 10020, 0, false)                                             \
+  X(cuMemUnmap, cuMemUnmap, 10020, 0, false)                                         \
+  X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0, false)                       \
+  X(cuMemAddressFree, cuMemAddressFree, 10020, 0, false)                             \
+  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0, false)                  \
+  X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, true)              \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0, false)                         \
+  X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 0, true)                     \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, false)       \
+  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0, false)     \
   X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 0, true) \
-  X(cuGraphLaunch, cuGraphLaunch, 10000, 0, false)                           \
-  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 0, true)                       \
-  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, false)                 \
-  X(cuModuleLoadData, cuModuleLoadData, 2000, 0, false)                      \
-  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0, false)                  \
-  X(cuModuleUnload, cuModuleUnload, 2000, 0, false)                          \
-  X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0, false)                   \
-  X(cuLibraryUnload, cuLibraryUnload, 12000, 0, false)                       \
-  X(cuLaunchKernel, cuLaunchKernel, 4000, 0, false)                          \
-  X(cuLaunchKernel_ptsz, cuLaunchKernel, 4000, 0, true)                      \
-  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0, false)                     \
-  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 0, true)                 \
-  X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false)                 \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, 0, false)                                   \
+  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 0, true)                               \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, false)                         \
+  X(cuModuleLoadData, cuModuleLoadData, 2000, 0, false)                              \
+  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0, false)                          \
+  X(cuModuleUnload, cuModuleUnload, 2000, 0, false)                                  \
+  X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0, false)                           \
+  X(cuLibraryUnload, cuLibraryUnload, 12000, 0, false)                               \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, 0, false)                                  \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, 4000, 0, true)                              \
+  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0, false)                             \
+  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 0, true)                         \
+  X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false)                         \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, false)
 
 namespace kvremap::interpose {
@@ -91,5 +91,6 @@ bool is_own_wrapper(void* fn);
 
 // The real driver function behind a hook, typed; resolved from libcuda by export name if no route
 // has supplied it yet.
-#define KVREMAP_REAL(exp) \
-  ::kvremap::interpose::cached_real<decltype(&::exp)>(::kvremap::interpose::g_real_##exp, #exp, ::kvremap::interpose::driver_export)
+#define KVREMAP_REAL(exp)                                                                       \
+  ::kvremap::interpose::cached_real<decltype(&::exp)>(::kvremap::interpose::g_real_##exp, #exp, \
+                                                      ::kvremap::interpose::driver_export)

@@ -16,7 +16,7 @@ struct Query {
 };
 
 // The number of .dynsym entries, from DT_HASH when present, else from the GNU hash chains.
-std::uint32_t symbol_count(const ElfW(Word)* sysv_hash, const std::uint32_t* gnu_hash) {
+std::uint32_t symbol_count(const ElfW(Word) * sysv_hash, const std::uint32_t* gnu_hash) {
   if (sysv_hash) return sysv_hash[1];
   if (!gnu_hash) return 0;
   const std::uint32_t nbuckets = gnu_hash[0];
@@ -49,12 +49,23 @@ int visit(dl_phdr_info* info, size_t, void* data) {
   // The loader has already relocated these d_ptr values to absolute addresses.
   for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
-      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(d->d_un.d_ptr); break;
-      case DT_STRTAB: strtab = reinterpret_cast<const char*>(d->d_un.d_ptr); break;
-      case DT_HASH: sysv_hash = reinterpret_cast<const ElfW(Word)*>(d->d_un.d_ptr); break;
-      case DT_GNU_HASH: gnu_hash = reinterpret_cast<const std::uint32_t*>(d->d_un.d_ptr); break;
-      case DT_VERSYM: versym = reinterpret_cast<const ElfW(Half)*>(d->d_un.d_ptr); break;
-      default: break;
+      case DT_SYMTAB:
+        symtab = reinterpret_cast<const ElfW(Sym)*>(d->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        strtab = reinterpret_cast<const char*>(d->d_un.d_ptr);
+        break;
+      case DT_HASH:
+        sysv_hash = reinterpret_cast<const ElfW(Word)*>(d->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        gnu_hash = reinterpret_cast<const std::uint32_t*>(d->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        versym = reinterpret_cast<const ElfW(Half)*>(d->d_un.d_ptr);
+        break;
+      default:
+        break;
     }
   }
   if (!symtab || !strtab) return 0;

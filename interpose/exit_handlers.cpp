@@ -28,7 +28,6 @@ void finish_from_signal(const char* reason) {
 struct sigaction g_previous_term {};
 struct sigaction g_previous_int {};
 
-
 void on_signal(int sig) {
   // Chain to what the program had installed. Only when the signal would kill the process outright
   // (no handler of its own) is the summary written first: otherwise the program decides whether it
@@ -59,7 +58,6 @@ void install_exit_handlers() {
   sigaction(SIGINT, &action, &g_previous_int);
 }
 
-
 }  // namespace tracker_detail
 
 using namespace tracker_detail;
@@ -76,6 +74,5 @@ void finish(const char* reason) {
   } catch (...) {
   }
 }
-
 
 }  // namespace kvremap::interpose

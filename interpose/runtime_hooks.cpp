@@ -24,20 +24,22 @@ KVREMAP_DECLARE_VARIANT(cudaStreamEndCapture, cudaStreamEndCapture_ptsz)
 KVREMAP_DECLARE_VARIANT(cudaGraphInstantiateWithParams, cudaGraphInstantiateWithParams_ptsz)
 KVREMAP_DECLARE_VARIANT(cudaGraphLaunch, cudaGraphLaunch_ptsz)
 KVREMAP_DECLARE_VARIANT(cudaGetDriverEntryPointByVersion, cudaGetDriverEntryPointByVersion_ptsz)
-extern "C" cudaError_t cudaGetDriverEntryPoint(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);
+extern "C" cudaError_t cudaGetDriverEntryPoint(const char*, void**, unsigned long long,
+                                               cudaDriverEntryPointQueryResult*);
 extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigned long long,
                                                     cudaDriverEntryPointQueryResult*);
 #undef KVREMAP_DECLARE_VARIANT
 
 // Every runtime hook, once: the list gives each its real-function slot.
-#define KVREMAP_RUNTIME_HOOKS(X)                                                                           \
-  X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz) \
-  X(cudaMemGetInfo) X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture)         \
-  X(cudaStreamEndCapture_ptsz) X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags)                      \
-  X(cudaGraphInstantiateWithParams) X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch)                \
-  X(cudaGraphLaunch_ptsz) X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)  \
-  X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaRuntimeGetVersion)       \
-  X(cudaGetDevice)
+#define KVREMAP_RUNTIME_HOOKS(X)                                                                                    \
+  X(cudaMalloc)                                                                                                     \
+  X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo)   \
+      X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz) \
+          X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags) X(cudaGraphInstantiateWithParams)                \
+              X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch) X(cudaGraphLaunch_ptsz)                     \
+                  X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                \
+                      X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz)                  \
+                          X(cudaRuntimeGetVersion) X(cudaGetDevice)
 
 namespace {
 #define KVREMAP_RUNTIME_SLOT(name) std::atomic<void*> g_rt_##name{nullptr};
@@ -48,10 +50,10 @@ KVREMAP_RUNTIME_HOOKS(KVREMAP_RUNTIME_SLOT)
 #define KVREMAP_RT_REAL(name) \
   ::kvremap::interpose::cached_real<decltype(&::name)>(g_rt_##name, #name, ::kvremap::interpose::next_definition)
 
-#define KVREMAP_RT_ENTER(name, ...)                             \
-  auto real = KVREMAP_RT_REAL(name);                            \
-  if (!real) return cudaErrorInsufficientDriver;                \
-  if (inside_hook() || !tracking()) return real(__VA_ARGS__);   \
+#define KVREMAP_RT_ENTER(name, ...)                           \
+  auto real = KVREMAP_RT_REAL(name);                          \
+  if (!real) return cudaErrorInsufficientDriver;              \
+  if (inside_hook() || !tracking()) return real(__VA_ARGS__); \
   HookScope scope
 
 using namespace kvremap::interpose;
@@ -102,24 +104,25 @@ KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
   return r;
 }
 
-#define KVREMAP_RT_ASYNC_ALLOC(name)                                                                 \
-  KVREMAP_HOOK cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {                      \
-    KVREMAP_RT_ENTER(name, ptr, size, stream);                                                       \
-    cudaError_t r = real(ptr, size, stream);                                                         \
-    if (r == cudaSuccess && ptr)                                                                     \
+#define KVREMAP_RT_ASYNC_ALLOC(name)                                                                      \
+  KVREMAP_HOOK cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {                           \
+    KVREMAP_RT_ENTER(name, ptr, size, stream);                                                            \
+    cudaError_t r = real(ptr, size, stream);                                                              \
+    if (r == cudaSuccess && ptr)                                                                          \
       on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kStreamOrdered, "cudaMallocAsync", \
-               __builtin_return_address(0), runtime_device());                                       \
-    return r;                                                                                        \
+               __builtin_return_address(0), runtime_device());                                            \
+    return r;                                                                                             \
   }
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
 
-#define KVREMAP_RT_ASYNC_FREE(name)                                                                        \
-  KVREMAP_HOOK cudaError_t name(void* ptr, cudaStream_t stream) {                                          \
-    KVREMAP_RT_ENTER(name, ptr, stream);                                                                   \
-    cudaError_t r = real(ptr, stream);                                                                     \
-    if (r == cudaSuccess && ptr) on_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kStreamOrdered, "cudaFreeAsync"); \
-    return r;                                                                                              \
+#define KVREMAP_RT_ASYNC_FREE(name)                                                              \
+  KVREMAP_HOOK cudaError_t name(void* ptr, cudaStream_t stream) {                                \
+    KVREMAP_RT_ENTER(name, ptr, stream);                                                         \
+    cudaError_t r = real(ptr, stream);                                                           \
+    if (r == cudaSuccess && ptr)                                                                 \
+      on_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kStreamOrdered, "cudaFreeAsync"); \
+    return r;                                                                                    \
   }
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync)
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync_ptsz)
@@ -132,46 +135,46 @@ KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes)
   return r;
 }
 
-#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                         \
-  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {         \
-    KVREMAP_RT_ENTER(name, stream, mode);                                                  \
-    cudaError_t r = real(stream, mode);                                                    \
+#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                                          \
+  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {                          \
+    KVREMAP_RT_ENTER(name, stream, mode);                                                                   \
+    cudaError_t r = real(stream, mode);                                                                     \
     if (r == cudaSuccess) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-    return r;                                                                              \
+    return r;                                                                                               \
   }
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture, false)
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
 
-#define KVREMAP_RT_END_CAPTURE(name, per_thread)                                              \
-  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                    \
-    KVREMAP_RT_ENTER(name, stream, graph);                                                    \
-    cudaError_t r = real(stream, graph);                                                      \
-    if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);               \
+#define KVREMAP_RT_END_CAPTURE(name, per_thread)                                                               \
+  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                                     \
+    KVREMAP_RT_ENTER(name, stream, graph);                                                                     \
+    cudaError_t r = real(stream, graph);                                                                       \
+    if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);                        \
     if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(capture_stream_key(stream, per_thread), false); \
-    return r;                                                                                 \
+    return r;                                                                                                  \
   }
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture, false)
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture_ptsz, true)
 
-#define KVREMAP_RT_INSTANTIATE(name, param_t)                                                        \
-  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, param_t param) {           \
-    KVREMAP_RT_ENTER(name, exec, graph, param);                                                      \
-    std::uint64_t bytes = 0;                                                                         \
-    cudaError_t r = measure_consumed(&bytes, cudaSuccess, [&] { return real(exec, graph, param); });                      \
+#define KVREMAP_RT_INSTANTIATE(name, param_t)                                                                 \
+  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, param_t param) {                    \
+    KVREMAP_RT_ENTER(name, exec, graph, param);                                                               \
+    std::uint64_t bytes = 0;                                                                                  \
+    cudaError_t r = measure_consumed(&bytes, cudaSuccess, [&] { return real(exec, graph, param); });          \
     if (r == cudaSuccess && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, #name); \
-    return r;                                                                                        \
+    return r;                                                                                                 \
   }
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiate, unsigned long long)
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithFlags, unsigned long long)
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithParams, cudaGraphInstantiateParams*)
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithParams_ptsz, cudaGraphInstantiateParams*)
 
-#define KVREMAP_RT_GRAPH_LAUNCH(name)                                         \
-  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) {  \
-    KVREMAP_RT_ENTER(name, exec, stream);                                     \
-    cudaError_t r = real(exec, stream);                                       \
-    if (r == cudaSuccess) on_graph_launch();                                  \
-    return r;                                                                 \
+#define KVREMAP_RT_GRAPH_LAUNCH(name)                                        \
+  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) { \
+    KVREMAP_RT_ENTER(name, exec, stream);                                    \
+    cudaError_t r = real(exec, stream);                                      \
+    if (r == cudaSuccess) on_graph_launch();                                 \
+    return r;                                                                \
   }
 KVREMAP_RT_GRAPH_LAUNCH(cudaGraphLaunch)
 KVREMAP_RT_GRAPH_LAUNCH(cudaGraphLaunch_ptsz)
@@ -185,28 +188,28 @@ KVREMAP_HOOK cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 
 // Entry-point lookups take no HookScope: the resolver call cudart makes inside must reach the
 // cuGetProcAddress wrapper, which substitutes.
-#define KVREMAP_RT_ENTRY_POINT(name, per_thread)                                                             \
-  KVREMAP_HOOK cudaError_t name(const char* symbol, void** fn, unsigned long long flags,                     \
-                                cudaDriverEntryPointQueryResult* status) {                                   \
-    auto real = KVREMAP_RT_REAL(name);                                                                       \
-    if (!real) return cudaErrorInsufficientDriver;                                                           \
-    cudaError_t r = real(symbol, fn, flags, status);                                                         \
-    if (r == cudaSuccess)                                                                                    \
-      substitute_entry_point(symbol, fn, runtime_version(), (per_thread && (flags & 3) == 0) ? 2 : flags);   \
-    return r;                                                                                                \
+#define KVREMAP_RT_ENTRY_POINT(name, per_thread)                                                           \
+  KVREMAP_HOOK cudaError_t name(const char* symbol, void** fn, unsigned long long flags,                   \
+                                cudaDriverEntryPointQueryResult* status) {                                 \
+    auto real = KVREMAP_RT_REAL(name);                                                                     \
+    if (!real) return cudaErrorInsufficientDriver;                                                         \
+    cudaError_t r = real(symbol, fn, flags, status);                                                       \
+    if (r == cudaSuccess)                                                                                  \
+      substitute_entry_point(symbol, fn, runtime_version(), (per_thread && (flags & 3) == 0) ? 2 : flags); \
+    return r;                                                                                              \
   }
 KVREMAP_RT_ENTRY_POINT(cudaGetDriverEntryPoint, false)
 KVREMAP_RT_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz, true)
 
-#define KVREMAP_RT_ENTRY_POINT_BY_VERSION(name, per_thread)                                                  \
-  KVREMAP_HOOK cudaError_t name(const char* symbol, void** fn, unsigned int version, unsigned long long flags, \
-                                cudaDriverEntryPointQueryResult* status) {                                   \
-    auto real = KVREMAP_RT_REAL(name);                                                                       \
-    if (!real) return cudaErrorInsufficientDriver;                                                           \
-    cudaError_t r = real(symbol, fn, version, flags, status);                                                \
-    if (r == cudaSuccess)                                                                                    \
+#define KVREMAP_RT_ENTRY_POINT_BY_VERSION(name, per_thread)                                                        \
+  KVREMAP_HOOK cudaError_t name(const char* symbol, void** fn, unsigned int version, unsigned long long flags,     \
+                                cudaDriverEntryPointQueryResult* status) {                                         \
+    auto real = KVREMAP_RT_REAL(name);                                                                             \
+    if (!real) return cudaErrorInsufficientDriver;                                                                 \
+    cudaError_t r = real(symbol, fn, version, flags, status);                                                      \
+    if (r == cudaSuccess)                                                                                          \
       substitute_entry_point(symbol, fn, static_cast<int>(version), (per_thread && (flags & 3) == 0) ? 2 : flags); \
-    return r;                                                                                                \
+    return r;                                                                                                      \
   }
 KVREMAP_RT_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion, false)
 KVREMAP_RT_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz, true)

@@ -32,8 +32,6 @@ int process_id() {
 
 void refresh_process_id() { g_pid.store(getpid(), std::memory_order_relaxed); }
 
-
-
 // Events are built in one reused per-thread string (no allocation per event) with plain appends:
 // the format-string machinery was most of the per-allocation cost. A caller finishes one event
 // (hands it to trace().event) before starting the next.
@@ -58,7 +56,12 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
 namespace {
 // The common head of the hot events, in an EventLine.
 void hot_head(EventLine& e, std::string_view ph, std::string_view cat, std::string_view name) {
-  e.lit(R"({"ph":")").raw(ph).lit(R"(","cat":")").raw(cat).lit(R"(","pid":)").u64(static_cast<std::uint64_t>(process_id()));
+  e.lit(R"({"ph":")")
+      .raw(ph)
+      .lit(R"(","cat":")")
+      .raw(cat)
+      .lit(R"(","pid":)")
+      .u64(static_cast<std::uint64_t>(process_id()));
   e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid())).lit(R"(,"ts":)").micros(trace_now_ns());
   e.lit(R"(,"name":")").raw(name).lit("\"");
 }
@@ -95,7 +98,6 @@ void emit(const EventLine& e) {
   if (!e.overflowed()) trace().event(e.view());
 }
 
-
 namespace {
 std::string read_cmdline() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -121,7 +123,6 @@ std::string options_json() {
   return o + "}";
 }
 
-
 void open_trace() {
   if (!options().trace) return;
   char host[256] = "unknown";
@@ -143,9 +144,10 @@ void open_trace() {
   append_json_string(header, cmdline);
   timespec real{};
   clock_gettime(CLOCK_REALTIME, &real);
-  header += fmt::format(R"(,"start_unix_ns":{},"options":{}}}}})",
-                        static_cast<std::uint64_t>(real.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(real.tv_nsec),
-                        options_json());
+  header +=
+      fmt::format(R"(,"start_unix_ns":{},"options":{}}}}})",
+                  static_cast<std::uint64_t>(real.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(real.tv_nsec),
+                  options_json());
   trace().event(header, true);  // readers need it as the second line, before any other thread's events
   for (const policy::OptionProblem& p : option_problems()) {
     std::string& e = event_head("i", "kvremap", "option error");
@@ -164,7 +166,6 @@ void open_trace() {
 // First CUDA activity: the trace file, exit handlers. Later calls cost one atomic load.
 
 int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
-
 
 void see_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
@@ -204,8 +205,9 @@ void emit_all_counters() {
 
 std::string summary_json(const char* reason, bool from_signal) {
   std::string s = event_head("i", "summary", "summary");
-  s += fmt::format(R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
-                   KVREMAP_VERSION_STRING, reason, trace_now_us());
+  s += fmt::format(
+      R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
+      KVREMAP_VERSION_STRING, reason, trace_now_us());
   bool first_device = true;
   for (int d = 0; d < kMaxDevices; ++d) {
     const DeviceStats& dev = S().devices[static_cast<std::size_t>(d)];
@@ -240,6 +242,5 @@ std::string summary_json(const char* reason, bool from_signal) {
       routed_lookups(), options_json());
   return s;
 }
-
 
 }  // namespace kvremap::interpose::tracker_detail

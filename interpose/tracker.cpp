@@ -43,7 +43,6 @@ void disable(const char* why) {
   }
 }
 
-
 void ensure_started() {
   if (S().trace_opened.load(std::memory_order_acquire)) return;
   std::call_once(S().open_once, [] {
@@ -52,7 +51,6 @@ void ensure_started() {
     S().trace_opened.store(true, std::memory_order_release);
   });
 }
-
 
 // The phase rules count launches only up to small thresholds, so a long run of launches between two
 // other events is fed as at most this many.
@@ -114,9 +112,12 @@ int tracked_device() {
 Category category_for(AllocKind kind) {
   if (t_own_captures > 0 || S().global_captures.load(std::memory_order_relaxed) > 0) return Category::graph_pool;
   switch (kind) {
-    case AllocKind::kStreamOrdered: return Category::async_pool;
-    case AllocKind::kVmmHandle: return Category::vmm;
-    case AllocKind::kPlain: break;
+    case AllocKind::kStreamOrdered:
+      return Category::async_pool;
+    case AllocKind::kVmmHandle:
+      return Category::vmm;
+    case AllocKind::kPlain:
+      break;
   }
   return Category::other;
 }
@@ -193,8 +194,8 @@ int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* na
   see_device(device);
   record(map, key, device, c, bytes);
   std::string& e = event_head("i", cat, name);
-  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
-                   bytes, device);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
+                   hex_pointer(key), bytes, device);
   trace().event(e);
   emit_counter(device, false);
   return device;
@@ -205,16 +206,17 @@ void held_object_released(LiveMap& map, const char* cat, const char* name, const
   std::optional<Live> live = retire(map, key);
   if (!live) return;
   std::string& e = event_head("i", cat, name);
-  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field, hex_pointer(key),
-                   live->bytes, live->device);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
+                   hex_pointer(key), live->bytes, live->device);
   trace().event(e);
   emit_counter(live->device, false);
 }
 
-
 }  // namespace
 
-bool tracking() { return !S().disabled.load(std::memory_order_relaxed) && !S().finished.load(std::memory_order_relaxed); }
+bool tracking() {
+  return !S().disabled.load(std::memory_order_relaxed) && !S().finished.load(std::memory_order_relaxed);
+}
 
 void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
               int device_hint) {
@@ -323,8 +325,9 @@ void on_capture_end(std::uint64_t stream, bool ok) {
     if (ended->tid == current_tid() && t_own_captures > 0) --t_own_captures;
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
-    std::string e = fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
-                                process_id(), ended->tid, ended->begin_us, trace_now_us() - ended->begin_us);
+    std::string e =
+        fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
+                    process_id(), ended->tid, ended->begin_us, trace_now_us() - ended->begin_us);
     e += fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
                      ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
                      ok ? "ok" : "invalidated", ended->allocated);
@@ -342,8 +345,8 @@ bool free_device_bytes(std::uint64_t* free_bytes) {
 
 void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api) {
   guarded("on_graph_instantiate", [&] {
-    const int device = held_object_loaded(S().execs, Category::graph_exec, "graph", "graph instantiate", "exec", exec,
-                                          bytes, api);
+    const int device =
+        held_object_loaded(S().execs, Category::graph_exec, "graph", "graph instantiate", "exec", exec, bytes, api);
     feed_phase(device, policy::GraphInstantiate{bytes});
   });
 }
@@ -378,8 +381,6 @@ void on_module_unload(std::uint64_t handle, const char* api) {
   guarded("on_module_unload",
           [&] { held_object_released(S().modules, "module", "module unload", "handle", handle, api); });
 }
-
-
 
 void prepare_fork() { trace().prepare_fork(); }
 void parent_after_fork() { trace().parent_after_fork(); }

@@ -22,8 +22,8 @@ using policy::Category;
 
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kCategories = 7;
-constexpr std::array<Category, kCategories> kAllCategories{Category::kv,         Category::graph_pool, Category::graph_exec,
-                                                           Category::module,     Category::async_pool, Category::vmm,
+constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Category::graph_pool, Category::graph_exec,
+                                                           Category::module, Category::async_pool, Category::vmm,
                                                            Category::other};
 // Counter events for one device at most this often, plus at every checkpoint, phase change and exit.
 constexpr double kCounterIntervalUs = 1000.0;

@@ -3,6 +3,4 @@
 
 #include "interpose/version_number.h"
 
-extern "C" __attribute__((visibility("default"))) const char* kvremap_version(void) {
-  return KVREMAP_VERSION_STRING;
-}
+extern "C" __attribute__((visibility("default"))) const char* kvremap_version(void) { return KVREMAP_VERSION_STRING; }

@@ -60,11 +60,11 @@ struct ModuleLoad {
   std::uint64_t bytes = 0;
 };
 
-using EventKind = std::variant<Alloc, Free, MemoryQuery, CaptureBegin, CaptureEnd, GraphInstantiate,
-                               GraphLaunch, KernelLaunch, ModuleLoad>;
+using EventKind = std::variant<Alloc, Free, MemoryQuery, CaptureBegin, CaptureEnd, GraphInstantiate, GraphLaunch,
+                               KernelLaunch, ModuleLoad>;
 
 struct Event {
-  std::uint64_t time_ns = 0;    // since the library was loaded
+  std::uint64_t time_ns = 0;  // since the library was loaded
   std::uint64_t thread_id = 0;
   std::int32_t device = 0;
   EventKind kind;

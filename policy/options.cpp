@@ -43,23 +43,39 @@ OptionValue read_enum(const Options& options) {
 
 constexpr std::array<OptionSpec, 6> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
-     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing.",
-     assign_enum<&Options::mode>, read_enum<&Options::mode>},
-    {"KVREMAP_TRACE", OptionType::boolean, "on", {},
-     "Write one JSON trace per process (Chrome trace-event format) into `KVREMAP_TRACE_DIR`.", assign_plain<&Options::trace>,
+     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing.", assign_enum<&Options::mode>,
+     read_enum<&Options::mode>},
+    {"KVREMAP_TRACE",
+     OptionType::boolean,
+     "on",
+     {},
+     "Write one JSON trace per process (Chrome trace-event format) into `KVREMAP_TRACE_DIR`.",
+     assign_plain<&Options::trace>,
      read_plain<&Options::trace>},
-    {"KVREMAP_TRACE_DIR", OptionType::path, ".", {},
+    {"KVREMAP_TRACE_DIR",
+     OptionType::path,
+     ".",
+     {},
      "Directory for trace files; `.` is the engine's current directory.",
-     assign_plain<&Options::trace_dir>, read_plain<&Options::trace_dir>},
+     assign_plain<&Options::trace_dir>,
+     read_plain<&Options::trace_dir>},
     {"KVREMAP_LOG_LEVEL", OptionType::enumeration, "warn", kLogLevelNames,
      "Least severe message kvremap logs; `off` silences it.", assign_enum<&Options::log_level>,
      read_enum<&Options::log_level>},
-    {"KVREMAP_STACK_MIN_BYTES", OptionType::size, "1MiB", {},
+    {"KVREMAP_STACK_MIN_BYTES",
+     OptionType::size,
+     "1MiB",
+     {},
      "Allocations of at least this size record their caller in the trace.",
-     assign_plain<&Options::stack_min_bytes>, read_plain<&Options::stack_min_bytes>},
-    {"KVREMAP_STRICT", OptionType::boolean, "off", {},
+     assign_plain<&Options::stack_min_bytes>,
+     read_plain<&Options::stack_min_bytes>},
+    {"KVREMAP_STRICT",
+     OptionType::boolean,
+     "off",
+     {},
      "Exit with status 1 on any configuration problem instead of running observe-only.",
-     assign_plain<&Options::strict>, read_plain<&Options::strict>},
+     assign_plain<&Options::strict>,
+     read_plain<&Options::strict>},
 }};
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -85,8 +101,7 @@ std::string format_size_exactly(std::uint64_t bytes) {
   static constexpr std::array<std::string_view, 4> units{"TiB", "GiB", "MiB", "KiB"};
   for (std::size_t i = 0; i < units.size() && bytes != 0; ++i) {
     const unsigned shift = 40 - 10 * static_cast<unsigned>(i);
-    if (bytes % (std::uint64_t{1} << shift) == 0)
-      return std::to_string(bytes >> shift) + std::string(units[i]);
+    if (bytes % (std::uint64_t{1} << shift) == 0) return std::to_string(bytes >> shift) + std::string(units[i]);
   }
   return std::to_string(bytes);
 }
@@ -133,12 +148,18 @@ std::string_view to_string(LogLevel level) {
 
 std::string_view to_string(OptionType type) {
   switch (type) {
-    case OptionType::size: return "size";
-    case OptionType::fraction: return "fraction";
-    case OptionType::boolean: return "bool";
-    case OptionType::enumeration: return "enum";
-    case OptionType::path: return "path";
-    case OptionType::count: return "count";
+    case OptionType::size:
+      return "size";
+    case OptionType::fraction:
+      return "fraction";
+    case OptionType::boolean:
+      return "bool";
+    case OptionType::enumeration:
+      return "enum";
+    case OptionType::path:
+      return "path";
+    case OptionType::count:
+      return "count";
   }
   return "?";
 }
@@ -179,23 +200,34 @@ std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::strin
 
 std::string accepted_values(const OptionSpec& spec) {
   switch (spec.type) {
-    case OptionType::size: return std::string(kSizeSyntax);
-    case OptionType::fraction: return std::string(kFractionSyntax);
-    case OptionType::boolean: return std::string(kBoolSyntax);
-    case OptionType::enumeration: return "one of " + join_choices(spec.choices);
-    case OptionType::path: return "a non-empty directory path";
-    case OptionType::count: return "a whole number such as 0, 8 or 1000";
+    case OptionType::size:
+      return std::string(kSizeSyntax);
+    case OptionType::fraction:
+      return std::string(kFractionSyntax);
+    case OptionType::boolean:
+      return std::string(kBoolSyntax);
+    case OptionType::enumeration:
+      return "one of " + join_choices(spec.choices);
+    case OptionType::path:
+      return "a non-empty directory path";
+    case OptionType::count:
+      return "a whole number such as 0, 8 or 1000";
   }
   return "?";
 }
 
 std::string format_option_value(const OptionSpec& spec, const OptionValue& value) {
   switch (spec.type) {
-    case OptionType::size: return format_size_exactly(std::get<std::uint64_t>(value));
-    case OptionType::count: return std::to_string(std::get<std::uint64_t>(value));
-    case OptionType::fraction: return format_double(std::get<double>(value));
-    case OptionType::boolean: return std::get<bool>(value) ? "on" : "off";
-    case OptionType::path: return std::get<std::string>(value);
+    case OptionType::size:
+      return format_size_exactly(std::get<std::uint64_t>(value));
+    case OptionType::count:
+      return std::to_string(std::get<std::uint64_t>(value));
+    case OptionType::fraction:
+      return format_double(std::get<double>(value));
+    case OptionType::boolean:
+      return std::get<bool>(value) ? "on" : "off";
+    case OptionType::path:
+      return std::get<std::string>(value);
     case OptionType::enumeration: {
       const std::size_t i = std::get<EnumIndex>(value).index;
       return i < spec.choices.size() ? std::string(spec.choices[i]) : std::string("?");
@@ -260,8 +292,7 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
     const OptionSpec* spec = find_option(name);
     if (spec == nullptr) {
       std::string message = "kvremap: unknown variable " + name;
-      if (auto suggestion = closest_option_name(name))
-        message += " (did you mean " + std::string(*suggestion) + "?)";
+      if (auto suggestion = closest_option_name(name)) message += " (did you mean " + std::string(*suggestion) + "?)";
       parsed.problems.push_back({name, value, std::move(message)});
       continue;
     }
@@ -270,9 +301,8 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
       continue;
     }
     any_invalid = true;
-    parsed.problems.push_back({name, value,
-                               "kvremap: " + name + "='" + value + "' is invalid: expected " +
-                                   accepted_values(*spec)});
+    parsed.problems.push_back(
+        {name, value, "kvremap: " + name + "='" + value + "' is invalid: expected " + accepted_values(*spec)});
   }
 
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".
@@ -291,8 +321,7 @@ std::string options_markdown_table() {
   std::string out = "| Variable | Type | Default | Accepted | Meaning |\n|---|---|---|---|---|\n";
   for (const OptionSpec& spec : kOptions) {
     out += "| `" + std::string(spec.name) + "` | " + std::string(to_string(spec.type)) + " | `" +
-           std::string(spec.default_text) + "` | " + cell(accepted_values(spec)) + " | " +
-           cell(spec.help) + " |\n";
+           std::string(spec.default_text) + "` | " + cell(accepted_values(spec)) + " | " + cell(spec.help) + " |\n";
   }
   return out;
 }

@@ -10,8 +10,8 @@
 namespace kvremap::policy {
 
 std::string_view to_string(Phase phase) {
-  static constexpr std::array<std::string_view, 7> names{
-      "init", "loading", "profiling", "kv_allocation", "post_kv_warmup", "capture", "serving"};
+  static constexpr std::array<std::string_view, 7> names{"init",           "loading", "profiling", "kv_allocation",
+                                                         "post_kv_warmup", "capture", "serving"};
   const auto i = static_cast<std::size_t>(phase);
   return i < names.size() ? names[i] : std::string_view("?");
 }
@@ -86,15 +86,14 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
   const bool large_enough = total >= rules_.kv_min_free_fraction * static_cast<double>(last_query_free_);
   if (run_.count < rules_.kv_min_allocations || !large_enough) return std::nullopt;
 
-  return move_to(Phase::kv_allocation,
-                 std::to_string(run_.count) + " allocations of " + format_bytes(run_.bytes) +
-                     " after the sizing memory query",
-                 run_.first_ns);
+  return move_to(
+      Phase::kv_allocation,
+      std::to_string(run_.count) + " allocations of " + format_bytes(run_.bytes) + " after the sizing memory query",
+      run_.first_ns);
 }
 
 std::optional<PhaseChange> PhaseTracker::on_query(const Event&, const MemoryQuery& query) {
-  const bool weights_query =
-      phase_ == Phase::loading && queries_ > 0 && bytes_since_query_ >= rules_.weights_min_bytes;
+  const bool weights_query = phase_ == Phase::loading && queries_ > 0 && bytes_since_query_ >= rules_.weights_min_bytes;
   if (weights_query) weights_in_ = true;
   if (phase_ == Phase::profiling) profiling_query_seen_ = true;
   ++queries_;
@@ -136,12 +135,12 @@ std::optional<PhaseChange> PhaseTracker::on_graph_launch(const Event& event) {
 }
 
 std::optional<PhaseChange> PhaseTracker::observe_idle(std::uint64_t now_ns) {
-  const bool after_kv = phase_ == Phase::post_kv_warmup ||
-                        (phase_ == Phase::capture && open_captures_.empty() && captures_ended_ > 0);
+  const bool after_kv =
+      phase_ == Phase::post_kv_warmup || (phase_ == Phase::capture && open_captures_.empty() && captures_ended_ > 0);
   if (!after_kv || !seen_event_ || now_ns < last_event_ns_ || now_ns - last_event_ns_ < rules_.idle_quiet_ns)
     return std::nullopt;
-  return move_to(Phase::serving, "no CUDA activity for " + std::to_string((now_ns - last_event_ns_) / 1'000'000) + " ms",
-                 now_ns);
+  return move_to(Phase::serving,
+                 "no CUDA activity for " + std::to_string((now_ns - last_event_ns_) / 1'000'000) + " ms", now_ns);
 }
 
 }  // namespace kvremap::policy

@@ -38,8 +38,8 @@ struct PhaseRules {
 struct PhaseChange {
   Phase from;
   Phase to;
-  std::string reason;     // one line for logs and the trace's phase marker
-  std::uint64_t since_ns; // when the new phase began: for a KV burst, its first allocation
+  std::string reason;      // one line for logs and the trace's phase marker
+  std::uint64_t since_ns;  // when the new phase began: for a KV burst, its first allocation
 };
 
 // Rules, one transition each; phases only move forward and serving is final.
@@ -79,7 +79,7 @@ class PhaseTracker {
 
  private:
   struct KvRun {
-    std::uint64_t bytes = 0;       // size of each allocation in the run; 0 = no run
+    std::uint64_t bytes = 0;  // size of each allocation in the run; 0 = no run
     std::uint32_t count = 0;
     std::uint64_t first_ns = 0;
     std::uint32_t kernels_since_last = 0;
@@ -103,7 +103,7 @@ class PhaseTracker {
   std::uint32_t kernels_since_query_ = 0;
   std::uint64_t first_kernel_since_query_ns_ = 0;
   std::uint64_t last_query_free_ = 0;
-  bool weights_in_ = false;          // the post-weights query has been seen
+  bool weights_in_ = false;            // the post-weights query has been seen
   bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
 
   KvRun run_;  // during kv_allocation: the burst itself

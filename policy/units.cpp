@@ -19,8 +19,7 @@ std::string_view trim(std::string_view s) {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
   return true;
 }
 
@@ -51,7 +50,10 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   if (!number) return std::nullopt;
   rest = trim(rest);
 
-  struct Unit { std::string_view names[3]; int shift; };
+  struct Unit {
+    std::string_view names[3];
+    int shift;
+  };
   static constexpr std::array<Unit, 5> units{{
       {{"", "b", "bytes"}, 0},
       {{"k", "kib", "kb"}, 10},

@@ -99,7 +99,8 @@ template <typename Fn>
 bool resolve_entry_point(const char* symbol, Fn& function, bool required) {
   void* raw = nullptr;
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
-  const cudaError_t error = cudaGetDriverEntryPointByVersion(symbol, &raw, kEntryPointVersion, cudaEnableDefault, &status);
+  const cudaError_t error =
+      cudaGetDriverEntryPointByVersion(symbol, &raw, kEntryPointVersion, cudaEnableDefault, &status);
   if (error == cudaSuccess && status == cudaDriverEntryPointSuccess && raw != nullptr) {
     function = reinterpret_cast<Fn>(raw);
     return true;
@@ -111,7 +112,8 @@ bool resolve_entry_point(const char* symbol, Fn& function, bool required) {
     return false;
   }
   if (error != cudaSuccess)
-    std::fprintf(stderr, "remap_demo: cudaGetDriverEntryPointByVersion(%s) failed: %s\n", symbol, cudaGetErrorName(error));
+    std::fprintf(stderr, "remap_demo: cudaGetDriverEntryPointByVersion(%s) failed: %s\n", symbol,
+                 cudaGetErrorName(error));
   else
     std::fprintf(stderr, "remap_demo: cudaGetDriverEntryPointByVersion(%s) failed: driver status %d\n", symbol,
                  static_cast<int>(status));
@@ -163,7 +165,8 @@ void verify(const char* what, const std::vector<std::uint32_t>& got, Expected ex
   for (std::size_t i = 0; i < got.size(); ++i) {
     const std::uint32_t want = expected(static_cast<std::uint32_t>(i));
     if (got[i] != want) {
-      std::fprintf(stderr, "remap_demo: %s: mismatch at index %zu: expected 0x%08x, got 0x%08x\n", what, i, want, got[i]);
+      std::fprintf(stderr, "remap_demo: %s: mismatch at index %zu: expected 0x%08x, got 0x%08x\n", what, i, want,
+                   got[i]);
       std::exit(1);
     }
   }
@@ -251,7 +254,8 @@ void report_vmm_facts(int device) {
     cudaDeviceAttr attribute;
   };
   const Location locations[] = {
-      {"HOST", CU_MEM_LOCATION_TYPE_HOST, static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)},
+      {"HOST", CU_MEM_LOCATION_TYPE_HOST,
+       static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)},
       {"HOST_NUMA", CU_MEM_LOCATION_TYPE_HOST_NUMA,
        static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)},
   };
@@ -291,10 +295,10 @@ void report_vmm_facts(int device) {
     if (created) g_driver.cuMemRelease(handle);
     const char* error = "none";
     if (r != CUDA_SUCCESS && g_driver.cuGetErrorName) g_driver.cuGetErrorName(r, &error);
-    std::printf("remap_demo: %s-located handles: attribute %d, granularity %zu, created %s, mapped %s, "
-                "device read/write %s (last error %s)\n",
-                where.name, attribute, granule, created ? "yes" : "no", mapped ? "yes" : "no", usable ? "yes" : "no",
-                error);
+    std::printf(
+        "remap_demo: %s-located handles: attribute %d, granularity %zu, created %s, mapped %s, "
+        "device read/write %s (last error %s)\n",
+        where.name, attribute, granule, created ? "yes" : "no", mapped ? "yes" : "no", usable ? "yes" : "no", error);
     cudaGetLastError();  // a refused location is a finding; leave no sticky error for the checks after
   }
 }

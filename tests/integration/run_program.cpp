@@ -58,7 +58,8 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
   int open_fds = 2;
   char buf[4096];
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       if (signalled) {
         kill(child, SIGKILL);  // it ignored the first signal for 10 s

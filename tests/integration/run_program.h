@@ -7,7 +7,7 @@
 namespace kvremap::testing {
 
 struct RunResult {
-  int exit_code = -1;    // -1 when killed by a signal
+  int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
   std::string out;
   std::string err;

@@ -1,4 +1,5 @@
-// Integration tests: real programs under LD_PRELOAD=libkvremap.so on the simulated driver, checked through their traces.
+// Integration tests: real programs under LD_PRELOAD=libkvremap.so on the simulated driver, checked through their
+// traces.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -20,8 +21,8 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 const std::vector<std::string> kSimulator = {"SIMCUDA_DEVICE_MEMORY=4GiB", "SIMCUDA_CONTEXT_BYTES=0",
-                                              "SIMCUDA_GRAPH_EXEC_BYTES=6MiB", "SIMCUDA_GRAPH_NODE_BYTES=0",
-                                              "SIMCUDA_MODULE_BYTES=0"};
+                                             "SIMCUDA_GRAPH_EXEC_BYTES=6MiB", "SIMCUDA_GRAPH_NODE_BYTES=0",
+                                             "SIMCUDA_MODULE_BYTES=0"};
 
 struct Traced {
   RunResult run;
@@ -147,8 +148,7 @@ TEST(Interposer, ForkedChildLeavesItsOwnCompleteTrace) {
   Traced t = run_traced("fork");
   ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
   ASSERT_EQ(t.traces.size(), 2u);
-  std::sort(t.traces.begin(), t.traces.end(),
-            [](const auto& a, const auto& b) { return a.header.pid < b.header.pid; });
+  std::sort(t.traces.begin(), t.traces.end(), [](const auto& a, const auto& b) { return a.header.pid < b.header.pid; });
   const auto& parent = t.traces[0].header.ppid == t.traces[1].header.pid ? t.traces[1] : t.traces[0];
   const auto& child = &parent == &t.traces[0] ? t.traces[1] : t.traces[0];
   EXPECT_EQ(child.header.ppid, parent.header.pid);
@@ -228,8 +228,9 @@ TEST(Interposer, CallerAttributionNamesTheCallingObject) {
 
 TEST(Interposer, AnUnwritableTraceDirectoryCostsTheTraceNotTheProgram) {
   const RunResult plain = run_plain("routes");
-  const RunResult r = run_program({CUDA_PROGRAM, "routes"},
-                                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=/proc/no-such-dir"}));
+  const RunResult r =
+      run_program({CUDA_PROGRAM, "routes"},
+                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=/proc/no-such-dir"}));
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, plain.out);
   EXPECT_NE(r.err.find("cannot create trace file /proc/no-such-dir/kvremap-"), std::string::npos) << r.err;

@@ -113,7 +113,8 @@ const std::vector<Setting>& table() {
          c.granularity = g;
          return {};
        }},
-      {"SIMCUDA_RECOMMENDED_GRANULARITY", "2MiB", "Recommended VMM granularity (RECOMMENDED); a multiple of the minimum.",
+      {"SIMCUDA_RECOMMENDED_GRANULARITY", "2MiB",
+       "Recommended VMM granularity (RECOMMENDED); a multiple of the minimum.",
        [](Config& c, std::string_view v) -> std::string {
          std::uint64_t g = 0;
          if (!apply_size(g, v).empty() || !is_power_of_two(g) || g < 4096) return "a power of two of at least 4KiB";
@@ -128,7 +129,8 @@ const std::vector<Setting>& table() {
        [](Config& c, std::string_view v) { return apply_bool(c.host_numa_vmm, v); }},
       {"SIMCUDA_HOST_MEMORY", "512GiB", "Capacity for host-located VMM handles.",
        [](Config& c, std::string_view v) { return apply_size(c.host_memory, v); }},
-      {"SIMCUDA_CONTEXT_BYTES", "0", "Device memory a primary context holds while retained (a real H100 context: ~0.5GiB).",
+      {"SIMCUDA_CONTEXT_BYTES", "0",
+       "Device memory a primary context holds while retained (a real H100 context: ~0.5GiB).",
        [](Config& c, std::string_view v) { return apply_size(c.context_bytes, v); }},
       {"SIMCUDA_GRAPH_EXEC_BYTES", "2MiB", "Device memory each graph instantiation holds until cuGraphExecDestroy.",
        [](Config& c, std::string_view v) { return apply_size(c.graph_exec_bytes, v); }},
@@ -150,8 +152,8 @@ const std::vector<Setting>& table() {
          c.device_name = std::string(v);
          return {};
        }},
-      {"SIMCUDA_FAIL", "", "Fault injection: FUNCTION:N[+]:ERROR,... fails the Nth call (N+: and all later) of FUNCTION.",
-       apply_faults},
+      {"SIMCUDA_FAIL", "",
+       "Fault injection: FUNCTION:N[+]:ERROR,... fails the Nth call (N+: and all later) of FUNCTION.", apply_faults},
       {"SIMCUDA_LATENCY_US", "", "Per-call latency: FUNCTION=MICROSECONDS,... (busy-waits, to model real VMM costs).",
        apply_latency},
   };
@@ -208,8 +210,7 @@ std::vector<std::pair<std::string, std::string>> environment_settings() {
   return out;
 }
 
-bool split_settings(std::string_view text, std::vector<std::pair<std::string, std::string>>& out,
-                    std::string& error) {
+bool split_settings(std::string_view text, std::vector<std::pair<std::string, std::string>>& out, std::string& error) {
   std::size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;

@@ -46,8 +46,7 @@ std::string parse_config(const std::vector<std::pair<std::string, std::string>>&
 std::vector<std::pair<std::string, std::string>> environment_settings();
 
 // Splits "A=1 B=2" (any whitespace) into pairs; returns false on a token without '='.
-bool split_settings(std::string_view text, std::vector<std::pair<std::string, std::string>>& out,
-                    std::string& error);
+bool split_settings(std::string_view text, std::vector<std::pair<std::string, std::string>>& out, std::string& error);
 
 // Error code by name ("CUDA_ERROR_OUT_OF_MEMORY") or number ("2").
 bool parse_cuda_error(std::string_view text, CUresult& out);

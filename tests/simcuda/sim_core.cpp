@@ -111,9 +111,7 @@ CUresult enter(const char* name) {
 
 CUresult require_init(const State& s) { return s.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
 
-Context* get_current_context(const State& s) {
-  return t_context_generation == s.generation ? t_context : nullptr;
-}
+Context* get_current_context(const State& s) { return t_context_generation == s.generation ? t_context : nullptr; }
 
 void set_current_context(Context* context) {
   t_context = context;
@@ -272,24 +270,54 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
   if (attribute <= 0 || attribute >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   const Config& c = s.config;
   switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = dev; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = c.vmm ? 1 : 0; break;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = c.vmm && c.host_vmm ? 1 : 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = 132;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *value = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      *value = dev;
+      break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *value = c.vmm ? 1 : 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *value = c.vmm && c.host_vmm ? 1 : 0;
+      break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       *value = c.vmm && c.host_numa_vmm ? 1 : 0;
       break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: *value = CU_DEVICE_NUMA_CONFIG_NONE; break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_ID: *value = -1; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: *value = c.host_numa_vmm ? 0 : -1; break;
-    default: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
+      *value = CU_DEVICE_NUMA_CONFIG_NONE;
+      break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+      *value = -1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+      *value = c.host_numa_vmm ? 0 : -1;
+      break;
+    default:
+      *value = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }

@@ -17,7 +17,8 @@ thread_local std::vector<std::pair<std::uint64_t, Stream*>> t_per_thread_streams
 
 Stream* per_thread_stream(State& s, int device) {
   auto& slots = t_per_thread_streams;
-  if (slots.size() <= static_cast<std::size_t>(device)) slots.resize(static_cast<std::size_t>(device) + 1, {0, nullptr});
+  if (slots.size() <= static_cast<std::size_t>(device))
+    slots.resize(static_cast<std::size_t>(device) + 1, {0, nullptr});
   auto& slot = slots[static_cast<std::size_t>(device)];
   if (slot.first != s.generation || !slot.second) {
     auto stream = std::make_unique<Stream>();
@@ -280,9 +281,9 @@ CUresult capture_status(State& s, CUstream stream, bool per_thread, CUstreamCapt
   if (!st) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = check_legacy_implicit(s, st, false); r != CUDA_SUCCESS) return r;
   *out = st->capture.get();
-  *status = !st->capture                ? CU_STREAM_CAPTURE_STATUS_NONE
+  *status = !st->capture               ? CU_STREAM_CAPTURE_STATUS_NONE
             : st->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                        : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   return CUDA_SUCCESS;
 }
 
@@ -555,8 +556,7 @@ SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
 
 SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   SIM_ENTER("cuGraphInstantiateWithFlags");
-  SIM_GUARDED_BEGIN
-  (void)flags;  // auto-free-on-launch, upload and priority flags change nothing in the simulation
+  SIM_GUARDED_BEGIN(void) flags;  // auto-free-on-launch, upload and priority flags change nothing in the simulation
   return instantiate(exec, graph);
   SIM_GUARDED_END
 }
@@ -662,8 +662,7 @@ SIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
                                        CUjit_option* options, void** values) {
   SIM_ENTER("cuModuleLoadDataEx");
-  SIM_GUARDED_BEGIN
-  (void)num_options;  // JIT options tune compilation, which the simulator does not do
+  SIM_GUARDED_BEGIN(void) num_options;  // JIT options tune compilation, which the simulator does not do
   (void)options;
   (void)values;
   Module* m = nullptr;
@@ -694,8 +693,7 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUji
                                       void** jit_values, unsigned int num_jit, CUlibraryOption* library_options,
                                       void** library_values, unsigned int num_library) {
   SIM_ENTER("cuLibraryLoadData");
-  SIM_GUARDED_BEGIN
-  (void)jit_options;
+  SIM_GUARDED_BEGIN(void) jit_options;
   (void)jit_values;
   (void)num_jit;
   (void)library_options;
@@ -743,8 +741,7 @@ SIM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
                                    unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream,
                                    void** params, void** extra) {
   SIM_ENTER("cuLaunchKernel");
-  SIM_GUARDED_BEGIN
-  (void)shared_bytes;
+  SIM_GUARDED_BEGIN(void) shared_bytes;
   return launch_kernel(f, gx, gy, gz, bx, by, bz, stream, params, extra, false);
   SIM_GUARDED_END
 }
@@ -752,8 +749,7 @@ SIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared_bytes,
                                         CUstream stream, void** params, void** extra) {
   SIM_ENTER("cuLaunchKernel");
-  SIM_GUARDED_BEGIN
-  (void)shared_bytes;
+  SIM_GUARDED_BEGIN(void) shared_bytes;
   return launch_kernel(f, gx, gy, gz, bx, by, bz, stream, params, extra, true);
   SIM_GUARDED_END
 }

@@ -160,8 +160,8 @@ void fill(std::uint64_t dst, unsigned char value, std::uint64_t bytes) {
     } else {
       std::memset(reinterpret_cast<void*>(at), 0, inner_begin - at);
       if (fd >= 0) {
-        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  static_cast<off_t>(file_offset + (inner_begin - at)), static_cast<off_t>(inner_end - inner_begin));
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(file_offset + (inner_begin - at)),
+                  static_cast<off_t>(inner_end - inner_begin));
       } else {
         madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
       }
@@ -409,32 +409,32 @@ SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, s
   SIM_GUARDED_END
 }
 
-#define SIM_COPY_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                                    \
-  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n) {                                                 \
-    SIM_ENTER(COUNTED);                                                                                      \
-    SIM_GUARDED_BEGIN                                                                                        \
-    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, false, true);      \
-    SIM_GUARDED_END                                                                                          \
-  }                                                                                                          \
-  SIM_EXPORT CUresult NAME##_ptds(DST_T dst, SRC_T src, size_t n) {                                          \
-    SIM_ENTER(COUNTED);                                                                                      \
-    SIM_GUARDED_BEGIN                                                                                        \
-    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, true, true);       \
-    SIM_GUARDED_END                                                                                          \
+#define SIM_COPY_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                               \
+  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n) {                                            \
+    SIM_ENTER(COUNTED);                                                                                 \
+    SIM_GUARDED_BEGIN                                                                                   \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, false, true); \
+    SIM_GUARDED_END                                                                                     \
+  }                                                                                                     \
+  SIM_EXPORT CUresult NAME##_ptds(DST_T dst, SRC_T src, size_t n) {                                     \
+    SIM_ENTER(COUNTED);                                                                                 \
+    SIM_GUARDED_BEGIN                                                                                   \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, nullptr, true, true);  \
+    SIM_GUARDED_END                                                                                     \
   }
 
-#define SIM_COPY_ASYNC_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                              \
-  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n, CUstream stream) {                                \
-    SIM_ENTER(COUNTED);                                                                                      \
-    SIM_GUARDED_BEGIN                                                                                        \
-    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, false, false);      \
-    SIM_GUARDED_END                                                                                          \
-  }                                                                                                          \
-  SIM_EXPORT CUresult NAME##_ptsz(DST_T dst, SRC_T src, size_t n, CUstream stream) {                         \
-    SIM_ENTER(COUNTED);                                                                                      \
-    SIM_GUARDED_BEGIN                                                                                        \
-    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, true, false);       \
-    SIM_GUARDED_END                                                                                          \
+#define SIM_COPY_ASYNC_EXPORTS(NAME, COUNTED, DST_T, DST_SIDE, SRC_T, SRC_SIDE)                         \
+  SIM_EXPORT CUresult NAME(DST_T dst, SRC_T src, size_t n, CUstream stream) {                           \
+    SIM_ENTER(COUNTED);                                                                                 \
+    SIM_GUARDED_BEGIN                                                                                   \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, false, false); \
+    SIM_GUARDED_END                                                                                     \
+  }                                                                                                     \
+  SIM_EXPORT CUresult NAME##_ptsz(DST_T dst, SRC_T src, size_t n, CUstream stream) {                    \
+    SIM_ENTER(COUNTED);                                                                                 \
+    SIM_GUARDED_BEGIN                                                                                   \
+    return memcpy_api((CUdeviceptr)dst, DST_SIDE, (CUdeviceptr)src, SRC_SIDE, n, stream, true, false);  \
+    SIM_GUARDED_END                                                                                     \
   }
 
 SIM_COPY_EXPORTS(cuMemcpy, "cuMemcpy", CUdeviceptr, Side::kAny, CUdeviceptr, Side::kAny)
@@ -710,23 +710,42 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
   const int device = a ? a->device : s.handles.at(m->handle).device;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(&s.devices[static_cast<std::size_t>(device)].primary);
+      *static_cast<CUcontext*>(data) =
+          reinterpret_cast<CUcontext>(&s.devices[static_cast<std::size_t>(device)].primary);
       break;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<int*>(data) = 0; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = device; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = a ? a->size : m->size; break;
-    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<int*>(data) = 1; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<int*>(data) = 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = device;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = a ? a->size : m->size;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<int*>(data) = 1;
+      break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
       *static_cast<int*>(data) = a && !a->stream_ordered ? 1 : 0;
       break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
       *static_cast<unsigned long long*>(data) = a ? a->buffer_id : m->buffer_id;
       break;
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va; break;
-    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *static_cast<size_t*>(data) = a ? a->mapped : m->size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      *static_cast<CUdeviceptr*>(data) = a ? a->va : m->va;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      *static_cast<size_t*>(data) = a ? a->mapped : m->size;
+      break;
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
       // The physical allocation: every alias of one VMM handle reports the same id.
       *static_cast<unsigned long long*>(data) = a ? a->buffer_id : m->handle;

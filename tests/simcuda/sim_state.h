@@ -40,8 +40,8 @@ struct Context {
 // Memory from cuMemAlloc/cuMemAllocPitch/cuMemAllocAsync: an anonymous private mapping.
 struct Allocation {
   std::uint64_t va = 0;
-  std::uint64_t size = 0;     // what the caller asked for
-  std::uint64_t mapped = 0;   // what was mmap'ed and charged (rounded to the granularity)
+  std::uint64_t size = 0;    // what the caller asked for
+  std::uint64_t mapped = 0;  // what was mmap'ed and charged (rounded to the granularity)
   int device = 0;
   bool stream_ordered = false;  // cuMemAllocAsync: pool memory, not legacy-IPC capable
   std::uint64_t buffer_id = 0;
@@ -52,7 +52,7 @@ struct PhysicalHandle {
   int fd = -1;
   std::uint64_t size = 0;
   CUmemLocationType location = CU_MEM_LOCATION_TYPE_DEVICE;
-  int device = 0;        // whose capacity a device handle is charged to
+  int device = 0;  // whose capacity a device handle is charged to
   int mappings = 0;
   bool released = false;  // cuMemRelease called; freed once the last mapping goes
 };
@@ -92,9 +92,9 @@ struct Capture {
 };
 
 struct Stream {
-  unsigned flags = 0;        // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
-  bool legacy = false;       // the legacy NULL stream
-  bool per_thread = false;   // a thread's per-thread default stream
+  unsigned flags = 0;       // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  bool legacy = false;      // the legacy NULL stream
+  bool per_thread = false;  // a thread's per-thread default stream
   int device = 0;
   std::unique_ptr<Capture> capture;
 };
@@ -146,7 +146,11 @@ struct State {
   std::unordered_set<Function*> functions;
 
   std::unordered_map<std::string, std::uint64_t> call_counts;
-  struct ProcQuery { std::string symbol; int version; std::uint64_t flags; };
+  struct ProcQuery {
+    std::string symbol;
+    int version;
+    std::uint64_t flags;
+  };
   std::vector<ProcQuery> proc_queries;
 };
 
@@ -198,17 +202,17 @@ void destroy_all_execution(State& s);
 }  // namespace simcuda
 
 // Every export: count, inject faults, never let an exception cross the C boundary.
-#define SIM_ENTER(name)                                        \
-  do {                                                         \
-    CUresult sim_injected_ = ::simcuda::enter(name);           \
-    if (sim_injected_ != CUDA_SUCCESS) return sim_injected_;   \
+#define SIM_ENTER(name)                                      \
+  do {                                                       \
+    CUresult sim_injected_ = ::simcuda::enter(name);         \
+    if (sim_injected_ != CUDA_SUCCESS) return sim_injected_; \
   } while (0)
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 #define SIM_GUARDED_BEGIN try {
-#define SIM_GUARDED_END \
-  }                     \
-  catch (...) {         \
+#define SIM_GUARDED_END        \
+  }                            \
+  catch (...) {                \
     return CUDA_ERROR_UNKNOWN; \
   }

@@ -78,8 +78,8 @@ TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
 }
 
 TEST(Options, AnyBadValueMeansObserveOnlyWithDefaults) {
-  const ParsedOptions parsed = parse_options(
-      {{"KVREMAP_TRACE", "off"}, {"KVREMAP_LOG_LEVEL", "info"}, {"KVREMAP_STACK_MIN_BYTES", "1.5"}});
+  const ParsedOptions parsed =
+      parse_options({{"KVREMAP_TRACE", "off"}, {"KVREMAP_LOG_LEVEL", "info"}, {"KVREMAP_STACK_MIN_BYTES", "1.5"}});
   ASSERT_EQ(parsed.problems.size(), 1u);
   EXPECT_EQ(parsed.options.mode, Mode::observe);
   EXPECT_EQ(options_in_force(parsed.options), options_in_force(default_options()));
@@ -179,9 +179,8 @@ TEST(Options, DocsContainTheGeneratedTable) {
   ASSERT_TRUE(in) << "cannot read " << path;
   const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string table = options_markdown_table();
-  EXPECT_NE(docs.find(table), std::string::npos)
-      << "docs/configuration.md is out of date; paste this table into it:\n"
-      << table;
+  EXPECT_NE(docs.find(table), std::string::npos) << "docs/configuration.md is out of date; paste this table into it:\n"
+                                                 << table;
   // Exactly one table: no stale rows left next to the generated one.
   EXPECT_EQ(docs.find("| Variable |"), docs.rfind("| Variable |"));
 }

@@ -44,10 +44,10 @@ class Engine {
   void load_weights(int layers = 48) {
     zeros(300 * MiB);  // embedding
     for (int layer = 0; layer < layers; ++layer) {
-      zeros(48 * MiB);  // qkv
-      zeros(32 * MiB);  // o_proj
+      zeros(48 * MiB);                                              // qkv
+      zeros(32 * MiB);                                              // o_proj
       for (int expert = 0; expert < 4; ++expert) zeros(112 * MiB);  // identical expert tensors
-      zeros(2 * MiB);   // norms
+      zeros(2 * MiB);                                               // norms
     }
     kernels(10);  // process_weights_after_loading
   }
@@ -79,7 +79,7 @@ void vllm_until_sized(Engine& e, bool graph_estimate = false) {
   e.alloc(200 * MiB);  // NCCL buffers
   e.kernels(3);        // NCCL warm-up all-reduce
   e.load_weights();
-  e.query(50 * GiB);   // memory_profiling(): before_profile
+  e.query(50 * GiB);                          // memory_profiling(): before_profile
   for (int layer = 0; layer < 48; ++layer) {  // profile_run: activations, many kernels
     if (layer < 4) e.zeros(64 * MiB);
     e.kernels(12);
@@ -92,15 +92,15 @@ void vllm_until_sized(Engine& e, bool graph_estimate = false) {
     e.query(45 * GiB);
   }
   for (int i = 0; i < 10; ++i) e.free_(64 * MiB);  // empty_cache
-  e.query(46 * GiB);  // after_profile: the sizing query
+  e.query(46 * GiB);                               // after_profile: the sizing query
 }
 
 void vllm_kv_and_capture(Engine& e) {
-  e.zeros(16 * MiB);  // block tables
+  e.zeros(16 * MiB);                                            // block tables
   for (int layer = 0; layer < 48; ++layer) e.zeros(800 * MiB);  // one KV tensor per layer
-  e.alloc(256 * MiB);  // FlashInfer workspace
+  e.alloc(256 * MiB);                                           // FlashInfer workspace
   e.module_load();
-  e.kernels(200);  // compile for batch sizes, autotuning
+  e.kernels(200);    // compile for batch sizes, autotuning
   e.query(6 * GiB);  // before the capture loop
   for (std::uint64_t size = 0; size < 60; ++size) {
     e.kernels(15);  // eager warm-up runs
@@ -185,21 +185,21 @@ TEST(Phases, SglangGoesFromLoadingStraightToKv) {
   e.alloc(100 * MiB);  // NCCL before the baseline
   e.query(79 * GiB);   // baseline
   e.load_weights();
-  e.query(50 * GiB);   // "Load weight end"
-  e.query(50 * GiB);   // profile_max_num_token
-  e.zeros(40 * MiB);   // req_to_token_pool
-  e.kernels(2);        // free-slot arange etc.
+  e.query(50 * GiB);                                    // "Load weight end"
+  e.query(50 * GiB);                                    // profile_max_num_token
+  e.zeros(40 * MiB);                                    // req_to_token_pool
+  e.kernels(2);                                         // free-slot arange etc.
   for (int i = 0; i < 2 * 48; ++i) e.zeros(400 * MiB);  // k_buffer and v_buffer per layer
-  e.query(8 * GiB);   // "Memory pool end"
-  e.alloc(32 * MiB);  // cuBLAS workspace
+  e.query(8 * GiB);                                     // "Memory pool end"
+  e.alloc(32 * MiB);                                    // cuBLAS workspace
   e.kernels(4);
   for (std::uint64_t bs = 0; bs < 30; ++bs) {
     e.kernels(20);
     e.capture(bs, bs == 0 ? 512 * MiB : 0);
   }
   e.graph_launch();
-  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup, P::capture,
-                                          P::serving}));
+  EXPECT_EQ(e.path(),
+            (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup, P::capture, P::serving}));
 }
 
 TEST(Phases, EagerEngineReachesServingOnlyAfterAQuietPeriod) {

@@ -152,8 +152,7 @@ TEST_F(DriverTest, FaultInjectionFailsExactlyTheNthCall) {
 
 TEST_F(DriverTest, FaultsAcceptErrorNumbersAndCountPerThreadVariantsWithTheirBase) {
   Restart("SIMCUDA_FAIL=cuLaunchKernel:1:999");
-  EXPECT_EQ(CUDA_ERROR_UNKNOWN,
-            cuLaunchKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+  EXPECT_EQ(CUDA_ERROR_UNKNOWN, cuLaunchKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
   EXPECT_EQ(simcuda_call_count("cuLaunchKernel"), 1u);
   EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
 }
@@ -173,8 +172,9 @@ TEST_F(DriverTest, BadSettingsAreRejectedWithOneLineNamingThem) {
   EXPECT_NE(err.find("unknown setting SIMCUDA_DEVICE_MEM"), std::string::npos) << err;
   EXPECT_NE(err.find("did you mean SIMCUDA_DEVICE_MEMORY"), std::string::npos) << err;
 
-  for (const char* bad : {"SIMCUDA_GRANULARITY=3MiB", "SIMCUDA_FAIL=cuMemMap:0:1", "SIMCUDA_FAIL=cuMemMap:1:NOPE",
-                          "SIMCUDA_LATENCY_US=cuMemMap", "SIMCUDA_DEVICE_COUNT=0", "SIMCUDA_HOST_VMM=maybe", "garbage"}) {
+  for (const char* bad :
+       {"SIMCUDA_GRANULARITY=3MiB", "SIMCUDA_FAIL=cuMemMap:0:1", "SIMCUDA_FAIL=cuMemMap:1:NOPE",
+        "SIMCUDA_LATENCY_US=cuMemMap", "SIMCUDA_DEVICE_COUNT=0", "SIMCUDA_HOST_VMM=maybe", "garbage"}) {
     testing::internal::CaptureStderr();
     EXPECT_EQ(-1, simcuda_reset(bad)) << bad;
     EXPECT_FALSE(testing::internal::GetCapturedStderr().empty()) << bad;

@@ -123,7 +123,8 @@ TEST_F(ExecTest, ReplayWritesThroughTheCapturedAddressAfterARemap) {
 
 TEST_F(ExecTest, CapturingTheLegacyStreamIsUnsupported) {
   EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+            cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL));
   ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
   EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE, cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CUgraph graph = nullptr;
@@ -362,8 +363,8 @@ TEST_F(ExecTest, LaunchArgumentsAreValidated) {
   std::uint32_t n = 1, addend = 1;
   void* params[] = {&buf_, &n, &addend};
   int not_a_kernel = 0;
-  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel(reinterpret_cast<CUfunction>(&not_a_kernel), 1, 1, 1, 1, 1, 1,
-                                                      0, stream_, params, nullptr));
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE,
+            cuLaunchKernel(reinterpret_cast<CUfunction>(&not_a_kernel), 1, 1, 1, 1, 1, 1, 0, stream_, params, nullptr));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(add_, 0, 1, 1, 1, 1, 1, 0, stream_, params, nullptr));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(add_, 1, 1, 1, 2048, 1, 1, 0, stream_, params, nullptr));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(add_, 1, 1, 1, 1, 1, 1, 0, stream_, nullptr, nullptr));

@@ -12,7 +12,8 @@ std::vector<std::string> LoadedObjects() {
   std::vector<std::string> paths;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* out) {
-        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+        if (info->dlpi_name && *info->dlpi_name)
+          static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
         return 0;
       },
       &paths);

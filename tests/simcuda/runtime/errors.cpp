@@ -9,8 +9,8 @@ namespace simcudart {
 namespace {
 
 struct DriverToRuntime {
-    CUresult driver;
-    cudaError_t runtime;
+  CUresult driver;
+  cudaError_t runtime;
 };
 
 // Most codes share a number across the two enums, but not all have a counterpart, and the names
@@ -119,13 +119,14 @@ constexpr DriverToRuntime kDriverToRuntime[] = {
 };
 
 struct ErrorText {
-    cudaError_t error;
-    const char* name;
-    const char* description;
+  cudaError_t error;
+  const char* name;
+  const char* description;
 };
 
 // Every cudaError_t of the CUDA 13 headers, so any code a caller holds has a name.
-#define SIMCUDART_ERROR(code, text) {code, #code, text}
+#define SIMCUDART_ERROR(code, text) \
+  { code, #code, text }
 constexpr ErrorText kErrorTexts[] = {
     SIMCUDART_ERROR(cudaSuccess, "no error"),
     SIMCUDART_ERROR(cudaErrorInvalidValue, "invalid argument"),
@@ -266,10 +267,10 @@ constexpr ErrorText kErrorTexts[] = {
 constexpr const char* kUnrecognised = "unrecognized error code";
 
 const ErrorText* find_text(int error) noexcept {
-    for (const ErrorText& entry : kErrorTexts) {
-        if (entry.error == error) return &entry;
-    }
-    return nullptr;
+  for (const ErrorText& entry : kErrorTexts) {
+    if (entry.error == error) return &entry;
+  }
+  return nullptr;
 }
 
 // Per thread, like the real runtime: one thread's failure never shows in another's
@@ -279,15 +280,15 @@ thread_local cudaError_t t_last_error = cudaSuccess;
 }  // namespace
 
 cudaError_t to_runtime_error(CUresult result) noexcept {
-    for (const DriverToRuntime& entry : kDriverToRuntime) {
-        if (entry.driver == result) return entry.runtime;
-    }
-    return cudaErrorUnknown;
+  for (const DriverToRuntime& entry : kDriverToRuntime) {
+    if (entry.driver == result) return entry.runtime;
+  }
+  return cudaErrorUnknown;
 }
 
 cudaError_t record_error(cudaError_t error) noexcept {
-    if (error != cudaSuccess) t_last_error = error;
-    return error;
+  if (error != cudaSuccess) t_last_error = error;
+  return error;
 }
 
 void clear_last_error() noexcept { t_last_error = cudaSuccess; }
@@ -295,19 +296,19 @@ void clear_last_error() noexcept { t_last_error = cudaSuccess; }
 }  // namespace simcudart
 
 SIMCUDART_API cudaError_t cudaGetLastError(void) {
-    const cudaError_t error = simcudart::t_last_error;
-    simcudart::t_last_error = cudaSuccess;
-    return error;
+  const cudaError_t error = simcudart::t_last_error;
+  simcudart::t_last_error = cudaSuccess;
+  return error;
 }
 
 SIMCUDART_API cudaError_t cudaPeekAtLastError(void) { return simcudart::t_last_error; }
 
 SIMCUDART_API const char* cudaGetErrorName(cudaError_t error) {
-    const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
-    return text ? text->name : simcudart::kUnrecognised;
+  const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
+  return text ? text->name : simcudart::kUnrecognised;
 }
 
 SIMCUDART_API const char* cudaGetErrorString(cudaError_t error) {
-    const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
-    return text ? text->description : simcudart::kUnrecognised;
+  const simcudart::ErrorText* text = simcudart::find_text(simcudart::enum_value(error));
+  return text ? text->description : simcudart::kUnrecognised;
 }

@@ -22,25 +22,25 @@ enum class StreamApi { legacy, per_thread };
 // out-of-range value through the enum type is undefined behaviour in C++; copying the bytes is not.
 template <class Enum>
 int enum_value(const Enum& e) noexcept {
-    static_assert(sizeof(Enum) == sizeof(int));
-    int value;
-    std::memcpy(&value, &e, sizeof value);
-    return value;
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &e, sizeof value);
+  return value;
 }
 
 // Runs one API body with no exception escaping into the host program, and records a failure as
 // the thread's last error, as every real runtime call does.
 template <class Body>
 cudaError_t guarded(Body&& body) noexcept {
-    cudaError_t result;
-    try {
-        result = body();
-    } catch (const std::bad_alloc&) {
-        result = cudaErrorMemoryAllocation;
-    } catch (...) {
-        result = cudaErrorUnknown;
-    }
-    return record_error(result);
+  cudaError_t result;
+  try {
+    result = body();
+  } catch (const std::bad_alloc&) {
+    result = cudaErrorMemoryAllocation;
+  } catch (...) {
+    result = cudaErrorUnknown;
+  }
+  return record_error(result);
 }
 
 }  // namespace simcudart

@@ -9,21 +9,21 @@ namespace {
 
 cudaError_t launch_kernel(StreamApi api, const void* func, dim3 grid, dim3 block, void** args, size_t shared_mem,
                           cudaStream_t stream) {
-    if (func == nullptr) return cudaErrorInvalidDeviceFunction;
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) {
-        return cudaErrorInvalidConfiguration;
-    }
-    if (shared_mem > 0xffffffffu) return cudaErrorInvalidValue;  // the driver takes 32 bits
-    if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
-    // This runtime keeps no registry of nvcc host stubs: `func` must be a cudaKernel_t (from
-    // cudaLibraryGetKernel) or a cudaFunction_t, both of which the driver accepts as a CUfunction.
-    // Anything else is an unknown handle to the driver, which the runtime reports the way it
-    // reports an unregistered host stub.
-    CUfunction function = reinterpret_cast<CUfunction>(const_cast<void*>(func));
-    const cudaError_t e = call_driver(driver().cuLaunchKernel.pick(api), function, grid.x, grid.y, grid.z, block.x,
-                                      block.y, block.z, static_cast<unsigned int>(shared_mem), stream, args,
-                                      static_cast<void**>(nullptr));
-    return e == cudaErrorInvalidResourceHandle ? cudaErrorInvalidDeviceFunction : e;
+  if (func == nullptr) return cudaErrorInvalidDeviceFunction;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) {
+    return cudaErrorInvalidConfiguration;
+  }
+  if (shared_mem > 0xffffffffu) return cudaErrorInvalidValue;  // the driver takes 32 bits
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
+  // This runtime keeps no registry of nvcc host stubs: `func` must be a cudaKernel_t (from
+  // cudaLibraryGetKernel) or a cudaFunction_t, both of which the driver accepts as a CUfunction.
+  // Anything else is an unknown handle to the driver, which the runtime reports the way it
+  // reports an unregistered host stub.
+  CUfunction function = reinterpret_cast<CUfunction>(const_cast<void*>(func));
+  const cudaError_t e =
+      call_driver(driver().cuLaunchKernel.pick(api), function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                  static_cast<unsigned int>(shared_mem), stream, args, static_cast<void**>(nullptr));
+  return e == cudaErrorInvalidResourceHandle ? cudaErrorInvalidDeviceFunction : e;
 }
 
 }  // namespace
@@ -32,40 +32,40 @@ SIMCUDART_API cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void
                                               void** jitOptionsValues, unsigned int numJitOptions,
                                               enum cudaLibraryOption* libraryOptions, void** libraryOptionValues,
                                               unsigned int numLibraryOptions) {
-    return guarded([&] {
-        if (library == nullptr || code == nullptr) return cudaErrorInvalidValue;
-        if ((numJitOptions != 0 && jitOptions == nullptr) || (numLibraryOptions != 0 && libraryOptions == nullptr)) {
-            return cudaErrorInvalidValue;
-        }
-        if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
-        // The runtime's JIT and library option enums are the driver's, value for value.
-        return call_driver(driver().cuLibraryLoadData, library, code, reinterpret_cast<CUjit_option*>(jitOptions),
-                           jitOptionsValues, numJitOptions, reinterpret_cast<CUlibraryOption*>(libraryOptions),
-                           libraryOptionValues, numLibraryOptions);
-    });
+  return guarded([&] {
+    if (library == nullptr || code == nullptr) return cudaErrorInvalidValue;
+    if ((numJitOptions != 0 && jitOptions == nullptr) || (numLibraryOptions != 0 && libraryOptions == nullptr)) {
+      return cudaErrorInvalidValue;
+    }
+    if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
+    // The runtime's JIT and library option enums are the driver's, value for value.
+    return call_driver(driver().cuLibraryLoadData, library, code, reinterpret_cast<CUjit_option*>(jitOptions),
+                       jitOptionsValues, numJitOptions, reinterpret_cast<CUlibraryOption*>(libraryOptions),
+                       libraryOptionValues, numLibraryOptions);
+  });
 }
 
 SIMCUDART_API cudaError_t cudaLibraryGetKernel(cudaKernel_t* pKernel, cudaLibrary_t library, const char* name) {
-    return guarded([&] {
-        if (pKernel == nullptr || name == nullptr) return cudaErrorInvalidValue;
-        if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
-        return call_driver(driver().cuLibraryGetKernel, pKernel, library, name);
-    });
+  return guarded([&] {
+    if (pKernel == nullptr || name == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
+    return call_driver(driver().cuLibraryGetKernel, pKernel, library, name);
+  });
 }
 
 SIMCUDART_API cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
-    return guarded([&] {
-        if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
-        return call_driver(driver().cuLibraryUnload, library);
-    });
+  return guarded([&] {
+    if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
+    return call_driver(driver().cuLibraryUnload, library);
+  });
 }
 
-SIMCUDART_API cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
-                                           size_t sharedMem, cudaStream_t stream) {
-    return guarded([&] { return launch_kernel(StreamApi::legacy, func, gridDim, blockDim, args, sharedMem, stream); });
+SIMCUDART_API cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                           cudaStream_t stream) {
+  return guarded([&] { return launch_kernel(StreamApi::legacy, func, gridDim, blockDim, args, sharedMem, stream); });
 }
 SIMCUDART_API cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                                 size_t sharedMem, cudaStream_t stream) {
-    return guarded(
-        [&] { return launch_kernel(StreamApi::per_thread, func, gridDim, blockDim, args, sharedMem, stream); });
+  return guarded(
+      [&] { return launch_kernel(StreamApi::per_thread, func, gridDim, blockDim, args, sharedMem, stream); });
 }
