@@ -1,0 +1,204 @@
+// vllm_like start-up up to the KV cache: init, weight loading, profiling (or SGLang's formula), KV allocation.
+#include "engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <cstdio>
+
+#include "cuda_check.h"
+
+namespace vllm_like {
+
+namespace {
+
+constexpr std::uint64_t kKvRound = 2u << 20;  // KV tensor sizes are whole 2 MiB granules
+constexpr std::uint32_t kActivationSeed = 0xac71u;
+
+}  // namespace
+
+void Engine::begin_phase(const char* name) { phase_ = name; }
+
+std::uint64_t Engine::query_free() {
+  std::size_t free = 0, total = 0;
+  VLLM_LIKE_CHECK(cudaMemGetInfo(&free, &total));
+  total_ = total;
+  return free;
+}
+
+Engine::Tensor Engine::allocate(std::uint64_t bytes) { return Tensor{alloc_->allocate(bytes), bytes}; }
+
+void Engine::run() {
+  init();
+  load_weights();
+  if (o_.kind == EngineKind::vllm)
+    profile();
+  else
+    size_kv_sglang();
+  allocate_kv();
+  post_kv();
+  serve();
+  std::printf("vllm_like: started, KV %s GiB in %zu tensors\n", gib(static_cast<double>(kv_bytes_)).c_str(),
+              kv_.size());
+}
+
+void Engine::init() {
+  begin_phase("init");
+  VLLM_LIKE_CHECK(cudaSetDevice(0));
+  VLLM_LIKE_CHECK(cudaFree(nullptr));  // creates the primary context: the simulator charges its memory here
+  // torch captures graphs on a side stream; the legacy NULL stream cannot be captured at all.
+  VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  alloc_ = std::make_unique<CachingAllocator>(stream_);
+  kernels_ = std::make_unique<Kernels>(stream_);  // before the baseline: it is start-up overhead, like CUDA's own
+  alloc_->empty_cache();
+  baseline_free_ = query_free();
+  baseline_non_torch_ = total_ - baseline_free_ - alloc_->memory_reserved();
+  const double share = o_.kind == EngineKind::vllm ? o_.gpu_memory_utilization : o_.mem_fraction_static;
+  requested_ = static_cast<std::uint64_t>(static_cast<double>(total_) * share);
+  std::printf("vllm_like: phase init: total %s GiB, free %s GiB, %s %.2f -> requested %s GiB\n",
+              gib(static_cast<double>(total_)).c_str(), gib(static_cast<double>(baseline_free_)).c_str(),
+              o_.kind == EngineKind::vllm ? "gpu_memory_utilization" : "mem_fraction_static", share,
+              gib(static_cast<double>(requested_)).c_str());
+  if (o_.kind == EngineKind::vllm && baseline_free_ < requested_) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory "
+                  "utilization (%.2f, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+                  "processes.",
+                  gib(static_cast<double>(baseline_free_)).c_str(), gib(static_cast<double>(total_)).c_str(),
+                  o_.gpu_memory_utilization, gib(static_cast<double>(requested_)).c_str());
+    throw EngineExit(kExitRefused, text);
+  }
+  if (o_.kind == EngineKind::sglang && s_.non_torch_growth > 0) {
+    // SGLang initialises NCCL (and its custom all-reduce buffers) before loading weights.
+    void* p = nullptr;
+    VLLM_LIKE_CHECK(cudaMalloc(&p, s_.non_torch_growth));
+    non_torch_.push_back(p);
+  }
+}
+
+void Engine::load_weights() {
+  begin_phase("loading");
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t before = alloc_->memory_allocated();
+  // Contents are never touched: on the simulator untouched device memory costs no RAM, and the
+  // run never reads weights (there is no model, only its memory footprint).
+  for (const TensorSpec& t : s_.global_tensors)
+    for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
+  for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
+    for (const TensorSpec& t : s_.per_layer_tensors)
+      for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
+  weights_bytes_ = alloc_->memory_allocated() - before;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("vllm_like: phase loading: Model loading took %s GiB and %.3f seconds (%zu tensors, %llu cudaMalloc)\n",
+              gib(static_cast<double>(weights_bytes_)).c_str(), secs, weights_.size(),
+              static_cast<unsigned long long>(alloc_->cuda_malloc_calls()));
+}
+
+// The activations of one forward at the maximum batch: all live at the peak, then freed (cached).
+void Engine::eager_forward() {
+  std::vector<Tensor> live;
+  const std::uint64_t each = s_.activation_peak / s_.activation_tensors;
+  for (std::size_t i = 0; i < s_.activation_tensors; ++i) {
+    live.push_back(allocate(each));
+    kernels_->fill(live.back().ptr, each, kActivationSeed + static_cast<std::uint32_t>(i));
+  }
+  for (const Tensor& t : live) alloc_->deallocate(t.ptr);
+}
+
+void Engine::profile() {
+  begin_phase("profiling");
+  alloc_->reset_peak_memory_stats();
+  const std::uint64_t before = alloc_->memory_allocated();
+  // NCCL buffers and cuBLAS workspaces appear on first use, outside torch's allocator.
+  if (s_.non_torch_growth > 0) {
+    void* p = nullptr;
+    VLLM_LIKE_CHECK(cudaMalloc(&p, s_.non_torch_growth));
+    non_torch_.push_back(p);
+  }
+  eager_forward();
+  const std::uint64_t torch_peak_increase = alloc_->max_memory_allocated() - before;
+  const std::uint64_t graph_estimate = s_.estimate_graph_memory ? estimate_graph_memory() : 0;
+  alloc_->empty_cache();
+  const std::uint64_t free = query_free();
+  const std::uint64_t non_torch = total_ - free - alloc_->memory_reserved();
+  const std::uint64_t non_torch_increase = non_torch > baseline_non_torch_ ? non_torch - baseline_non_torch_ : 0;
+  const std::uint64_t non_kv = weights_bytes_ + torch_peak_increase + non_torch_increase + graph_estimate;
+  std::printf(
+      "vllm_like: phase profiling: weights %s GiB, torch peak memory increase %s GiB, non-torch forward "
+      "increase memory %s GiB, estimated CUDA graph memory %s GiB, free after profiling %s GiB\n",
+      gib(static_cast<double>(weights_bytes_)).c_str(), gib(static_cast<double>(torch_peak_increase)).c_str(),
+      gib(static_cast<double>(non_torch_increase)).c_str(), gib(static_cast<double>(graph_estimate)).c_str(),
+      gib(static_cast<double>(free)).c_str());
+  if (non_kv >= requested_)
+    throw EngineExit(kExitNoKvMemory,
+                     "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                     "when initializing the engine. (requested " +
+                         gib(static_cast<double>(requested_)) + " GiB, non-KV " + gib(static_cast<double>(non_kv)) +
+                         " GiB)");
+  kv_bytes_ = requested_ - non_kv;
+}
+
+// Newer vLLM's estimate: capture a few sizes into a throw-away pool and extrapolate what they took
+// to all sizes: the first (largest) capture as the pool's base, the others' mean as the increment
+// per further size. Measured by free memory, so graph execs count too; an estimate, off both ways.
+std::uint64_t Engine::estimate_graph_memory() {
+  const std::size_t count = s_.capture_sizes.size();
+  const std::size_t n = s_.estimate_graph_sizes < count ? s_.estimate_graph_sizes : count;
+  std::vector<std::size_t> sizes = s_.capture_sizes;
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
+  alloc_->empty_cache();
+  std::vector<CapturedGraph> probes;
+  std::uint64_t first = 0, rest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t before = query_free();
+    // Spread over the list, largest first, as the real capture order is.
+    probes.push_back(capture_one(sizes[(count - 1) * i / (n > 1 ? n - 1 : 1)], pool, false));
+    const std::uint64_t after = query_free();
+    (i == 0 ? first : rest) += before > after ? before - after : 0;
+  }
+  for (CapturedGraph& g : probes) {
+    VLLM_LIKE_CHECK(cudaGraphExecDestroy(g.exec));
+    VLLM_LIKE_CHECK(cudaGraphDestroy(g.graph));
+    alloc_->deallocate(g.output);
+  }
+  alloc_->release_graph_pool(pool);
+  return n > 1 ? first + rest / (n - 1) * (count - 1) : first * count;
+}
+
+void Engine::size_kv_sglang() {
+  begin_phase("profiling");
+  // SGLang: no profiling run; whatever is free after the weights, minus the static reserve.
+  const std::uint64_t free = query_free();
+  const std::uint64_t reserve = total_ - requested_;
+  std::printf("vllm_like: phase profiling: skipped (sglang): free after weights %s GiB, static reserve %s GiB\n",
+              gib(static_cast<double>(free)).c_str(), gib(static_cast<double>(reserve)).c_str());
+  if (free <= reserve)
+    throw EngineExit(kExitNoKvMemory, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.");
+  kv_bytes_ = free - reserve;
+}
+
+void Engine::allocate_kv() {
+  begin_phase("kv-cache");
+  const std::uint64_t per_layer = kv_bytes_ / s_.num_layers / kKvRound * kKvRound;
+  if (per_layer == 0) throw EngineExit(kExitNoKvMemory, "ValueError: No available memory for the cache blocks.");
+  std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
+              gib(static_cast<double>(kv_bytes_)).c_str());
+  kv_bytes_ = per_layer * s_.num_layers;
+  // torch.zeros: an empty tensor, then a memset on the current stream.
+  for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
+    kv_.push_back(allocate(per_layer));
+    VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, stream_));
+  }
+  for (const TensorSpec& t : s_.persistent_buffers)
+    for (std::size_t i = 0; i < t.count; ++i) {
+      persistent_.push_back(allocate(t.bytes));
+      VLLM_LIKE_CHECK(cudaMemsetAsync(persistent_.back().ptr, 0, t.bytes, stream_));
+    }
+  verify_kv(0, "after torch.zeros");
+  std::printf("vllm_like: phase kv-cache: %zu KV tensors of %s + %zu persistent buffers, free %s GiB\n", kv_.size(),
+              format_size(per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
+}
+
+}  // namespace vllm_like

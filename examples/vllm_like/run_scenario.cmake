@@ -1,0 +1,37 @@
+# Runs vllm_like (cmake -P; PROGRAM, ARGS space-separated, STATUS, EXPECT regex; SCENARIO + SIMCUDA_ENV=1 to model its device).
+foreach(var PROGRAM STATUS EXPECT)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_scenario.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+# The scenario's device figures, as the program itself derives them: one source for the numbers.
+if(SIMCUDA_ENV AND DEFINED SCENARIO)
+  execute_process(COMMAND ${PROGRAM} --scenario ${SCENARIO} --print-simcuda-env
+    RESULT_VARIABLE env_status OUTPUT_VARIABLE env_text ERROR_VARIABLE env_error)
+  if(NOT env_status STREQUAL "0")
+    message(FATAL_ERROR "${PROGRAM} --print-simcuda-env exited with '${env_status}': ${env_error}")
+  endif()
+  string(REPLACE "\n" ";" env_lines "${env_text}")
+  foreach(line IN LISTS env_lines)
+    if(line MATCHES "^(SIMCUDA_[A-Z_]+)=(.*)$")
+      set(ENV{${CMAKE_MATCH_1}} "${CMAKE_MATCH_2}")
+      message("${CMAKE_MATCH_1}=${CMAKE_MATCH_2}")
+    endif()
+  endforeach()
+endif()
+
+# Space-separated because add_test would split a ';'-list argument before it reaches this script.
+separate_arguments(program_args UNIX_COMMAND "${ARGS}")
+execute_process(
+  COMMAND ${PROGRAM} ${program_args}
+  RESULT_VARIABLE status
+  OUTPUT_VARIABLE output
+  ERROR_VARIABLE output)
+message("${output}")
+if(NOT status STREQUAL "${STATUS}")
+  message(FATAL_ERROR "${PROGRAM} exited with '${status}', expected '${STATUS}'")
+endif()
+if(NOT output MATCHES "${EXPECT}")
+  message(FATAL_ERROR "${PROGRAM}: output does not match '${EXPECT}'")
+endif()
