@@ -1,0 +1,84 @@
+// The vLLM-like engine under kvremap in observe mode: unchanged outcome, and a trace that names its start-up.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_program.h"
+#include "tools/trace/trace_reader.h"
+
+using kvremap::testing::make_temp_dir;
+using kvremap::testing::run_program;
+using kvremap::testing::RunResult;
+using kvremap::testing::trace_files;
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+// The simulated device the scenario describes, as the engine itself prints it.
+std::vector<std::string> scenario_env() {
+  const RunResult r = run_program({VLLM_LIKE, "--scenario", SEED_SCENARIO, "--print-simcuda-env"}, {});
+  std::vector<std::string> env;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("SIMCUDA_", 0) == 0) env.push_back(line);
+  return env;
+}
+
+RunResult run_engine(const char* utilization, std::vector<std::string> extra_env, const std::string& cwd = "") {
+  std::vector<std::string> env = scenario_env();
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  return run_program({VLLM_LIKE, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", utilization}, env,
+                     {"LD_PRELOAD"}, 120, 9, cwd);
+}
+
+// The engine's output without its wall-clock figures ("took 48.00 GiB and 0.003 seconds"), which
+// differ between any two runs.
+std::string without_timings(const std::string& text) {
+  static const std::regex timings(R"([0-9.]+ (seconds|secs))");
+  return std::regex_replace(text, timings, "<time>");
+}
+
+}  // namespace
+
+TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
+  ASSERT_FALSE(scenario_env().empty());
+  for (const char* u : {"0.8", "0.95"}) {
+    const std::string dir = make_temp_dir();
+    const RunResult plain = run_engine(u, {});
+    const RunResult traced = run_engine(u, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+    EXPECT_EQ(plain.exit_code, std::string(u) == "0.8" ? 0 : 5) << plain.out;
+    EXPECT_EQ(traced.exit_code, plain.exit_code) << u;
+    EXPECT_EQ(without_timings(traced.out), without_timings(plain.out)) << u;
+    EXPECT_EQ(without_timings(traced.err), without_timings(plain.err)) << u << " (the OOM report)";
+  }
+}
+
+TEST(EngineTrace, TheTraceNamesTheStartUpPhasesAndTheirMemory) {
+  const std::string dir = make_temp_dir();
+  const RunResult r = run_engine("0.8", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  const auto trace = kvremap::trace::read_trace(files[0]);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+
+  std::vector<std::string> phases;
+  for (const auto& p : trace.phase_changes) phases.push_back(p.phase);
+  EXPECT_EQ(phases, (std::vector<std::string>{"loading", "kv_allocation", "post_kv_warmup", "capture", "serving"}));
+
+  ASSERT_TRUE(trace.summary.has_value());
+  EXPECT_EQ(trace.summary->counts.at("captures"), 67u) << "one capture per batch size";
+  const auto& cats = trace.summary->devices.at(0).categories;
+  // The scenario's 2.30 GiB graph pool, 0.3 GiB of graph execs and 0.4 GiB of modules.
+  EXPECT_NEAR(static_cast<double>(cats.at("graph_pool").peak_bytes) / kMiB, 2.30 * 1024, 8);
+  EXPECT_NEAR(static_cast<double>(cats.at("graph_exec").live_bytes) / kMiB, 0.30 * 1024, 1);
+  EXPECT_NEAR(static_cast<double>(cats.at("module").live_bytes) / kMiB, 0.40 * 1024, 1);
+  // Every checkpoint the engine took is there, with what the driver said.
+  EXPECT_GE(trace.checkpoints.size(), 4u);
+  for (const auto& c : trace.checkpoints) EXPECT_EQ(c.driver_free, c.returned_free);
+}
