@@ -97,18 +97,36 @@ void Engine::load_weights() {
 
 // The activations of one forward at the maximum batch: all live at the peak, then freed (cached).
 void Engine::eager_forward() {
+  // Activations of different shapes (hidden states, attention scores, MLP intermediates), sized
+  // 1:2:...:n so they add up to the scenario's peak: a forward pass does not allocate a run of
+  // identical large tensors, which is what a KV cache looks like.
   std::vector<Tensor> live;
-  const std::uint64_t each = s_.activation_peak / s_.activation_tensors;
-  for (std::size_t i = 0; i < s_.activation_tensors; ++i) {
-    live.push_back(allocate(each));
-    kernels_->fill(live.back().ptr, each, kActivationSeed + static_cast<std::uint32_t>(i));
+  const std::size_t n = s_.activation_tensors;
+  const std::uint64_t unit = s_.activation_peak / (n * (n + 1) / 2);
+  std::uint64_t allocated = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t bytes = i + 1 == n ? s_.activation_peak - allocated : unit * (i + 1);
+    allocated += bytes;
+    live.push_back(allocate(bytes));
+    kernels_->fill(live.back().ptr, bytes, kActivationSeed + static_cast<std::uint32_t>(i));
   }
+  // A forward pass launches several kernels per layer (norms, attention, MLP); phase inference
+  // recognises profiling by that launch count, as it would on a real engine.
+  for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
+    for (std::uint32_t k = 0; k < 4; ++k) {
+      const Tensor& t = live[(layer * 4 + k) % live.size()];
+      kernels_->fill(t.ptr, t.bytes, kActivationSeed + k);
+    }
   for (const Tensor& t : live) alloc_->deallocate(t.ptr);
 }
 
 void Engine::profile() {
   begin_phase("profiling");
+  // vLLM's worker clears the cache, resets the peak statistics and snapshots free memory before
+  // the profiling forward pass; the snapshot after it is the one the KV cache is sized from.
+  alloc_->empty_cache();
   alloc_->reset_peak_memory_stats();
+  query_free();
   const std::uint64_t before = alloc_->memory_allocated();
   // NCCL buffers and cuBLAS workspaces appear on first use, outside torch's allocator.
   if (s_.non_torch_growth > 0) {

@@ -69,7 +69,8 @@ TEST(EngineTrace, TheTraceNamesTheStartUpPhasesAndTheirMemory) {
 
   std::vector<std::string> phases;
   for (const auto& p : trace.phase_changes) phases.push_back(p.phase);
-  EXPECT_EQ(phases, (std::vector<std::string>{"loading", "kv_allocation", "post_kv_warmup", "capture", "serving"}));
+  EXPECT_EQ(phases, (std::vector<std::string>{"loading", "profiling", "kv_allocation", "post_kv_warmup", "capture",
+                                              "serving"}));
 
   ASSERT_TRUE(trace.summary.has_value());
   EXPECT_EQ(trace.summary->counts.at("captures"), 67u) << "one capture per batch size";
