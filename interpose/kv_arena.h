@@ -1,0 +1,99 @@
+// The KV arena: KV allocations in one reserved VA range, backed by device chunks, a shared scratch, or host chunks.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace kvremap::interpose {
+
+// The driver functions the arena uses. The interposer fills this with the real driver's functions;
+// tests with the simulated driver's. All must be set.
+struct ArenaDriver {
+  CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*address_free)(CUdeviceptr, size_t);
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
+  CUresult (*release)(CUmemGenericAllocationHandle);
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+  CUresult (*unmap)(CUdeviceptr, size_t);
+  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
+  CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t);
+};
+
+struct ArenaConfig {
+  int device = 0;
+  std::uint64_t reserve_bytes = 0;  // VA reserved once (default 2x device memory)
+  std::uint64_t chunk_bytes = 0;    // one physical handle per chunk; a multiple of the granularity
+  std::uint64_t scratch_bytes = 0;  // the aliased scratch handle; divides chunk_bytes
+};
+
+// Where a region's bytes live right now: its own chunks (device or host), or the shared scratch.
+enum class Backing : std::uint8_t { chunks, scratch, none };
+
+// Not thread-safe: the interposer serialises calls (KV allocation, deferral and commit happen on
+// the engine's thread, outside capture). Every operation either completes or leaves the region as
+// it was (the driver failure is returned); no region is ever left without a mapping.
+class KvArena {
+ public:
+  // Reserves the VA range and creates the scratch handle. Null with *error set on failure.
+  static std::unique_ptr<KvArena> create(const ArenaDriver& driver, const ArenaConfig& config, CUresult* error);
+  ~KvArena();  // unmaps and releases everything, frees the VA
+  KvArena(const KvArena&) = delete;
+  KvArena& operator=(const KvArena&) = delete;
+
+  // A new region of `bytes` rounded up to whole chunks, backed by device chunks and readable and
+  // writable. Out of device memory is CUDA_ERROR_OUT_OF_MEMORY with nothing left behind.
+  CUresult allocate(std::uint64_t bytes, CUdeviceptr* out);
+  // Unmaps and releases a region (any backing) and returns its VA. Unknown address: INVALID_VALUE.
+  CUresult release(CUdeviceptr base);
+
+  // Re-backs a device-backed region with scratch aliases and releases its device chunks: every
+  // address stays valid (reads return scratch contents, writes land in the shared scratch). The
+  // caller has synchronised and no capture is active.
+  CUresult defer(CUdeviceptr base);
+  // Backs a deferred region again: the first `device_chunks` chunks on the device, the rest on host
+  // memory (CU_MEM_LOCATION_TYPE_HOST), then zero-filled, at the same addresses.
+  CUresult commit(CUdeviceptr base, std::uint64_t device_chunks);
+
+  bool contains(CUdeviceptr ptr) const;
+  // Region size in bytes (whole chunks), or 0 for an unknown base.
+  std::uint64_t region_bytes(CUdeviceptr base) const;
+  Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
+  std::uint64_t chunk_bytes() const { return config_.chunk_bytes; }
+  std::uint64_t host_chunks() const;  // over all regions
+
+ private:
+  struct Chunk {
+    CUmemGenericAllocationHandle handle = 0;  // 0 while the chunk is on scratch
+    bool host = false;
+  };
+  struct Region {
+    std::uint64_t bytes = 0;
+    std::vector<Chunk> chunks;
+    bool unmapped = false;  // a failure and then its undo failed too: the driver refuses to map
+  };
+
+  KvArena(const ArenaDriver& driver, const ArenaConfig& config) : driver_(driver), config_(config) {}
+
+  CUresult create_handle(bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle);
+  CUresult grant_access(CUdeviceptr va, std::uint64_t bytes);
+  // Maps `handles` one chunk each from `va`, grants access; on failure unmaps what it mapped.
+  CUresult map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks);
+  // Maps the scratch repeatedly over [va, va+bytes) and grants access; undoes itself on failure.
+  CUresult map_scratch(CUdeviceptr va, std::uint64_t bytes);
+  void release_handles(std::vector<Chunk>& chunks);
+  CUresult find_va(std::uint64_t bytes, CUdeviceptr* out);
+
+  ArenaDriver driver_;
+  ArenaConfig config_;
+  CUdeviceptr base_ = 0;
+  CUmemGenericAllocationHandle scratch_ = 0;
+  std::map<CUdeviceptr, Region> regions_;  // by base address
+  // Handles whose cuMemRelease failed: retried when the arena goes, so a transient failure leaks nothing.
+  std::vector<CUmemGenericAllocationHandle> release_later_;
+};
+
+}  // namespace kvremap::interpose
