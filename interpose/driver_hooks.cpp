@@ -7,6 +7,7 @@
 #include "interpose/driver_api.h"
 #include "interpose/guard.h"
 #include "interpose/hook_support.h"
+#include "interpose/kv_manager.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
@@ -131,12 +132,16 @@ namespace {
 void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
   if (r == CUDA_SUCCESS) on_capture_end(capture_stream_key(stream, per_thread_api), true);
   if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(capture_stream_key(stream, per_thread_api), false);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) kv_capture_ended();
 }
 
 }  // namespace
 
 KVREMAP_HOOK CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
+  kv_before(KvPoint::kAllocation);
   CUresult r = real(dptr, bytes);
   if (r == CUDA_SUCCESS && dptr) on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
   return r;
@@ -153,6 +158,8 @@ KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_
 
 KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
   KVREMAP_ENTER(cuMemFree_v2, dptr);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
   CUresult r = real(dptr);
   if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kPlain, "cuMemFree");
   return r;
@@ -181,9 +188,13 @@ KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
 
 KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   KVREMAP_ENTER(cuMemGetInfo_v2, free_bytes, total_bytes);
+  kv_before(KvPoint::kMemoryQuery);
   CUresult r = real(free_bytes, total_bytes);
-  if (r == CUDA_SUCCESS && free_bytes && total_bytes)
-    on_memory_query("cuMemGetInfo", *free_bytes, *total_bytes, *free_bytes, *total_bytes);
+  if (r == CUDA_SUCCESS && free_bytes && total_bytes) {
+    const std::size_t driver_free = *free_bytes;
+    *free_bytes = kv_reported_free(driver_free);
+    on_memory_query("cuMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
+  }
   return r;
 }
 
@@ -224,12 +235,16 @@ KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return real(ptr, size);
 }
 
-#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                                                          \
-  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {                                     \
-    KVREMAP_ENTER(exp, stream, mode);                                                                        \
-    CUresult r = real(stream, mode);                                                                         \
-    if (r == CUDA_SUCCESS) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-    return r;                                                                                                \
+#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                                     \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {                \
+    KVREMAP_ENTER(exp, stream, mode);                                                   \
+    kv_before(KvPoint::kCaptureBegin);                                                  \
+    CUresult r = real(stream, mode);                                                    \
+    if (r == CUDA_SUCCESS) {                                                            \
+      on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
+      kv_capture_began();                                                               \
+    }                                                                                   \
+    return r;                                                                           \
   }
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
@@ -268,6 +283,7 @@ KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
 #define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                           \
   KVREMAP_HOOK CUresult exp(CUgraphExec exec, CUstream stream) { \
     KVREMAP_ENTER(exp, exec, stream);                            \
+    kv_before(KvPoint::kGraphLaunch);                            \
     CUresult r = real(exec, stream);                             \
     if (r == CUDA_SUCCESS) on_graph_launch();                    \
     return r;                                                    \
@@ -284,6 +300,7 @@ KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
 
 KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   KVREMAP_ENTER(cuModuleLoadData, module, image);
+  kv_before(KvPoint::kModuleLoad);
   std::uint64_t bytes = 0;
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image); });
   if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadData");
@@ -293,6 +310,7 @@ KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 KVREMAP_HOOK CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options,
                                          void** values) {
   KVREMAP_ENTER(cuModuleLoadDataEx, module, image, n, options, values);
+  kv_before(KvPoint::kModuleLoad);
   std::uint64_t bytes = 0;
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image, n, options, values); });
   if (r == CUDA_SUCCESS && module)
@@ -305,6 +323,7 @@ KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CU
                                         void** library_values, unsigned int num_library) {
   KVREMAP_ENTER(cuLibraryLoadData, library, code, jit_options, jit_values, num_jit, library_options, library_values,
                 num_library);
+  kv_before(KvPoint::kModuleLoad);
   std::uint64_t bytes = 0;
   CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] {
     return real(library, code, jit_options, jit_values, num_jit, library_options, library_values, num_library);
@@ -332,6 +351,7 @@ KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
   KVREMAP_HOOK CUresult exp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
                             unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
     KVREMAP_ENTER(exp, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                          \
+    kv_before(KvPoint::kKernelLaunch);                                                                     \
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                           \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                             \
     return r;                                                                                              \
@@ -342,6 +362,7 @@ KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz)
 #define KVREMAP_LAUNCH_EX_HOOK(exp)                                                                    \
   KVREMAP_HOOK CUresult exp(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
     KVREMAP_ENTER(exp, config, f, params, extra);                                                      \
+    kv_before(KvPoint::kKernelLaunch);                                                                 \
     CUresult r = real(config, f, params, extra);                                                       \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                         \
     return r;                                                                                          \

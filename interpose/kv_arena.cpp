@@ -1,6 +1,8 @@
 // The KV arena's VMM mechanics: carving regions, device/host chunks, scratch aliasing, and rollback on failure.
 #include "interpose/kv_arena.h"
 
+#include <algorithm>
+
 namespace kvremap::interpose {
 namespace {
 
@@ -12,7 +14,8 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
 
 std::unique_ptr<KvArena> KvArena::create(const ArenaDriver& driver, const ArenaConfig& config, CUresult* error) {
   *error = CUDA_ERROR_INVALID_VALUE;
-  if (config.chunk_bytes == 0 || config.scratch_bytes == 0 || config.chunk_bytes % config.scratch_bytes != 0 ||
+  if (config.chunk_bytes == 0 || config.scratch_bytes == 0 || config.granularity == 0 ||
+      config.chunk_bytes % config.scratch_bytes != 0 || config.scratch_bytes % config.granularity != 0 ||
       config.reserve_bytes < config.chunk_bytes)
     return nullptr;
   ArenaConfig c = config;
@@ -24,11 +27,6 @@ std::unique_ptr<KvArena> KvArena::create(const ArenaDriver& driver, const ArenaC
     arena->base_ = 0;
     return nullptr;
   }
-  *error = arena->create_handle(false, c.scratch_bytes, &arena->scratch_);
-  if (*error != CUDA_SUCCESS) {
-    arena->scratch_ = 0;
-    return nullptr;  // the destructor frees the VA
-  }
   return arena;
 }
 
@@ -36,6 +34,7 @@ KvArena::~KvArena() {
   while (!regions_.empty()) release(regions_.begin()->first);
   for (CUmemGenericAllocationHandle h : release_later_) driver_.release(h);
   if (scratch_) driver_.release(scratch_);
+  if (granule_scratch_) driver_.release(granule_scratch_);
   if (base_) driver_.address_free(base_, config_.reserve_bytes);
 }
 
@@ -56,28 +55,32 @@ CUresult KvArena::grant_access(CUdeviceptr va, std::uint64_t bytes) {
 }
 
 CUresult KvArena::map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks) {
-  const std::uint64_t chunk = config_.chunk_bytes;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    const CUresult r = driver_.map(va + i * chunk, chunk, 0, chunks[i].handle, 0);
+  std::uint64_t offset = 0;
+  for (const Chunk& c : chunks) {
+    const CUresult r = driver_.map(va + offset, c.bytes, 0, c.handle, 0);
     if (r != CUDA_SUCCESS) {
-      if (i) driver_.unmap(va, i * chunk);
+      if (offset) driver_.unmap(va, offset);
       return r;
     }
+    offset += c.bytes;
   }
   // One access grant for the whole contiguous run: a call per chunk costs tens of microseconds each.
-  const CUresult r = grant_access(va, chunks.size() * chunk);
-  if (r != CUDA_SUCCESS) driver_.unmap(va, chunks.size() * chunk);
+  const CUresult r = grant_access(va, offset);
+  if (r != CUDA_SUCCESS) driver_.unmap(va, offset);
   return r;
 }
 
 CUresult KvArena::map_scratch(CUdeviceptr va, std::uint64_t bytes) {
-  const std::uint64_t step = config_.scratch_bytes;
-  for (std::uint64_t off = 0; off < bytes; off += step) {
-    const CUresult r = driver_.map(va + off, step, 0, scratch_, 0);
+  for (std::uint64_t off = 0; off < bytes;) {
+    // Large aliases where they fit (few mappings), single granules for the remainder.
+    const bool large = bytes - off >= config_.scratch_bytes;
+    const std::uint64_t step = large ? config_.scratch_bytes : config_.granularity;
+    const CUresult r = driver_.map(va + off, step, 0, large ? scratch_ : granule_scratch_, 0);
     if (r != CUDA_SUCCESS) {
       if (off) driver_.unmap(va, off);
       return r;
     }
+    off += step;
   }
   const CUresult r = grant_access(va, bytes);
   if (r != CUDA_SUCCESS) driver_.unmap(va, bytes);
@@ -104,14 +107,16 @@ CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) {
 
 CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
   if (bytes == 0 || !out) return CUDA_ERROR_INVALID_VALUE;
-  const std::uint64_t size = round_up(bytes, config_.chunk_bytes);
+  const std::uint64_t size = round_up(bytes, config_.granularity);
   CUdeviceptr va = 0;
-  if (CUresult r = find_va(size, &va); r != CUDA_SUCCESS) return r;
+  // Regions start on chunk boundaries so every chunk of every region is aligned like the first.
+  if (CUresult r = find_va(round_up(size, config_.chunk_bytes), &va); r != CUDA_SUCCESS) return r;
   Region region;
   region.bytes = size;
-  region.chunks.resize(size / config_.chunk_bytes);
+  for (std::uint64_t off = 0; off < size; off += config_.chunk_bytes)
+    region.chunks.push_back(Chunk{0, false, std::min(config_.chunk_bytes, size - off)});
   for (Chunk& c : region.chunks) {
-    if (CUresult r = create_handle(false, config_.chunk_bytes, &c.handle); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(false, c.bytes, &c.handle); r != CUDA_SUCCESS) {
       c.handle = 0;
       release_handles(region.chunks);
       return r;
@@ -135,9 +140,28 @@ CUresult KvArena::release(CUdeviceptr base) {
   return r;
 }
 
+CUresult KvArena::ensure_scratch() {
+  // Created at the first deferral, not with the arena: until then the engine measures its memory
+  // and sizes its KV cache, and must not see kvremap's scratch in those numbers.
+  if (!scratch_) {
+    if (CUresult r = create_handle(false, config_.scratch_bytes, &scratch_); r != CUDA_SUCCESS) {
+      scratch_ = 0;
+      return r;
+    }
+  }
+  if (!granule_scratch_) {
+    if (CUresult r = create_handle(false, config_.granularity, &granule_scratch_); r != CUDA_SUCCESS) {
+      granule_scratch_ = 0;
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult KvArena::defer(CUdeviceptr base) {
   auto it = regions_.find(base);
   if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ensure_scratch(); r != CUDA_SUCCESS) return r;
   Region& region = it->second;
   for (const Chunk& c : region.chunks)
     if (!c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // already (partly) on scratch
@@ -151,16 +175,22 @@ CUresult KvArena::defer(CUdeviceptr base) {
   return CUDA_SUCCESS;
 }
 
-CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_chunks) {
+CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device) {
   auto it = regions_.find(base);
   if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
   Region& region = it->second;
   for (const Chunk& c : region.chunks)
     if (c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // not deferred
-  std::vector<Chunk> fresh(region.chunks.size());
+  std::vector<Chunk> fresh = region.chunks;
+  std::uint64_t placed = 0;
+  bool spilled = false;  // the device part is a prefix: once a chunk goes to the host, the rest does
+  for (Chunk& c : fresh) {
+    spilled = spilled || placed + c.bytes > device_bytes;
+    c.host = spilled;
+    if (!c.host) placed += c.bytes;
+  }
   for (std::size_t i = 0; i < fresh.size(); ++i) {
-    fresh[i].host = i >= device_chunks;
-    if (CUresult r = create_handle(fresh[i].host, config_.chunk_bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(fresh[i].host, fresh[i].bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
       fresh[i].handle = 0;
       release_handles(fresh);
       return r;  // still on scratch: nothing changed
@@ -182,6 +212,7 @@ CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_chunks) {
     return r;
   }
   region.chunks = std::move(fresh);
+  if (on_device) *on_device = placed;
   return CUDA_SUCCESS;
 }
 

@@ -28,6 +28,7 @@ struct ArenaConfig {
   std::uint64_t reserve_bytes = 0;  // VA reserved once (default 2x device memory)
   std::uint64_t chunk_bytes = 0;    // one physical handle per chunk; a multiple of the granularity
   std::uint64_t scratch_bytes = 0;  // the aliased scratch handle; divides chunk_bytes
+  std::uint64_t granularity = 0;    // VMM minimum granularity: regions and their last chunk round to it
 };
 
 // Where a region's bytes live right now: its own chunks (device or host), or the shared scratch.
@@ -38,14 +39,15 @@ enum class Backing : std::uint8_t { chunks, scratch, none };
 // it was (the driver failure is returned); no region is ever left without a mapping.
 class KvArena {
  public:
-  // Reserves the VA range and creates the scratch handle. Null with *error set on failure.
+  // Reserves the VA range (the scratch is created at the first deferral). Null with *error set on failure.
   static std::unique_ptr<KvArena> create(const ArenaDriver& driver, const ArenaConfig& config, CUresult* error);
   ~KvArena();  // unmaps and releases everything, frees the VA
   KvArena(const KvArena&) = delete;
   KvArena& operator=(const KvArena&) = delete;
 
-  // A new region of `bytes` rounded up to whole chunks, backed by device chunks and readable and
-  // writable. Out of device memory is CUDA_ERROR_OUT_OF_MEMORY with nothing left behind.
+  // A new region of `bytes` rounded up to the granularity — whole chunks, and a smaller last chunk
+  // for the remainder — backed by device memory, readable and writable. Out of device memory is
+  // CUDA_ERROR_OUT_OF_MEMORY with nothing left behind.
   CUresult allocate(std::uint64_t bytes, CUdeviceptr* out);
   // Unmaps and releases a region (any backing) and returns its VA. Unknown address: INVALID_VALUE.
   CUresult release(CUdeviceptr base);
@@ -54,12 +56,13 @@ class KvArena {
   // address stays valid (reads return scratch contents, writes land in the shared scratch). The
   // caller has synchronised and no capture is active.
   CUresult defer(CUdeviceptr base);
-  // Backs a deferred region again: the first `device_chunks` chunks on the device, the rest on host
-  // memory (CU_MEM_LOCATION_TYPE_HOST), then zero-filled, at the same addresses.
-  CUresult commit(CUdeviceptr base, std::uint64_t device_chunks);
+  // Backs a deferred region again: its first `device_bytes` (rounded down to whole chunks) on the
+  // device, the rest on host memory (CU_MEM_LOCATION_TYPE_HOST), zero-filled, at the same addresses.
+  // Returns how many bytes went to the device in *on_device.
+  CUresult commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device = nullptr);
 
   bool contains(CUdeviceptr ptr) const;
-  // Region size in bytes (whole chunks), or 0 for an unknown base.
+  // Region size in bytes, or 0 for an unknown base.
   std::uint64_t region_bytes(CUdeviceptr base) const;
   Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
   std::uint64_t chunk_bytes() const { return config_.chunk_bytes; }
@@ -69,6 +72,7 @@ class KvArena {
   struct Chunk {
     CUmemGenericAllocationHandle handle = 0;  // 0 while the chunk is on scratch
     bool host = false;
+    std::uint64_t bytes = 0;
   };
   struct Region {
     std::uint64_t bytes = 0;
@@ -86,12 +90,14 @@ class KvArena {
   CUresult map_scratch(CUdeviceptr va, std::uint64_t bytes);
   void release_handles(std::vector<Chunk>& chunks);
   CUresult find_va(std::uint64_t bytes, CUdeviceptr* out);
+  CUresult ensure_scratch();
 
   ArenaDriver driver_;
   ArenaConfig config_;
   CUdeviceptr base_ = 0;
   CUmemGenericAllocationHandle scratch_ = 0;
-  std::map<CUdeviceptr, Region> regions_;  // by base address
+  CUmemGenericAllocationHandle granule_scratch_ = 0;  // covers what is left below scratch_bytes
+  std::map<CUdeviceptr, Region> regions_;             // by base address
   // Handles whose cuMemRelease failed: retried when the arena goes, so a transient failure leaks nothing.
   std::vector<CUmemGenericAllocationHandle> release_later_;
 };

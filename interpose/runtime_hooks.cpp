@@ -9,6 +9,7 @@
 #include "interpose/driver_hooks.h"
 #include "interpose/guard.h"
 #include "interpose/hook_support.h"
+#include "interpose/kv_manager.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
@@ -33,7 +34,8 @@ extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigne
 // Every runtime hook, once: the list gives each its real-function slot.
 #define KVREMAP_RUNTIME_HOOKS(X)                                                                                    \
   X(cudaMalloc)                                                                                                     \
-  X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo)   \
+  X(cudaFree)                                                                                                       \
+  X(cudaMallocAsync) X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo)               \
       X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz) \
           X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags) X(cudaGraphInstantiateWithParams)                \
               X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch) X(cudaGraphLaunch_ptsz)                     \
@@ -90,6 +92,14 @@ int runtime_version() {
 
 KVREMAP_HOOK cudaError_t cudaMalloc(void** ptr, size_t size) {
   KVREMAP_RT_ENTER(cudaMalloc, ptr, size);
+  CUdeviceptr kv = 0;
+  CUresult kv_result = CUDA_SUCCESS;
+  if (ptr && kv_allocate(size, "cudaMalloc", __builtin_return_address(0), &kv, &kv_result)) {
+    if (kv_result != CUDA_SUCCESS) return cudaErrorMemoryAllocation;  // the only failure it reports
+    *ptr = reinterpret_cast<void*>(kv);
+    return cudaSuccess;
+  }
+  kv_before(KvPoint::kAllocation);
   cudaError_t r = real(ptr, size);
   if (r == cudaSuccess && ptr)
     on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0),
@@ -99,6 +109,9 @@ KVREMAP_HOOK cudaError_t cudaMalloc(void** ptr, size_t size) {
 
 KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
   KVREMAP_RT_ENTER(cudaFree, ptr);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (ptr && kv_free(reinterpret_cast<CUdeviceptr>(ptr), "cudaFree", &kv_result))
+    return kv_result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
   cudaError_t r = real(ptr);
   if (r == cudaSuccess && ptr) on_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kPlain, "cudaFree");
   return r;
@@ -129,18 +142,26 @@ KVREMAP_RT_ASYNC_FREE(cudaFreeAsync_ptsz)
 
 KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   KVREMAP_RT_ENTER(cudaMemGetInfo, free_bytes, total_bytes);
+  kv_before(KvPoint::kMemoryQuery);
   cudaError_t r = real(free_bytes, total_bytes);
-  if (r == cudaSuccess && free_bytes && total_bytes)
-    on_memory_query("cudaMemGetInfo", *free_bytes, *total_bytes, *free_bytes, *total_bytes);
+  if (r == cudaSuccess && free_bytes && total_bytes) {
+    const std::size_t driver_free = *free_bytes;
+    *free_bytes = kv_reported_free(driver_free);
+    on_memory_query("cudaMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
+  }
   return r;
 }
 
-#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                                          \
-  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {                          \
-    KVREMAP_RT_ENTER(name, stream, mode);                                                                   \
-    cudaError_t r = real(stream, mode);                                                                     \
-    if (r == cudaSuccess) on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-    return r;                                                                                               \
+#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                      \
+  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {      \
+    KVREMAP_RT_ENTER(name, stream, mode);                                               \
+    kv_before(KvPoint::kCaptureBegin);                                                  \
+    cudaError_t r = real(stream, mode);                                                 \
+    if (r == cudaSuccess) {                                                             \
+      on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
+      kv_capture_began();                                                               \
+    }                                                                                   \
+    return r;                                                                           \
   }
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture, false)
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
@@ -151,6 +172,7 @@ KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
     cudaError_t r = real(stream, graph);                                                                       \
     if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);                        \
     if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(capture_stream_key(stream, per_thread), false); \
+    if (r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated) kv_capture_ended();                        \
     return r;                                                                                                  \
   }
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture, false)
@@ -172,6 +194,7 @@ KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithParams_ptsz, cudaGraphInstantiate
 #define KVREMAP_RT_GRAPH_LAUNCH(name)                                        \
   KVREMAP_HOOK cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) { \
     KVREMAP_RT_ENTER(name, exec, stream);                                    \
+    kv_before(KvPoint::kGraphLaunch);                                        \
     cudaError_t r = real(exec, stream);                                      \
     if (r == cudaSuccess) on_graph_launch();                                 \
     return r;                                                                \

@@ -77,6 +77,12 @@ void feed_phase(int device, policy::EventKind kind) {
     }
     phase_now = tracker->current();
     S().phase_now[static_cast<std::size_t>(device)].store(static_cast<std::uint8_t>(phase_now));
+    // The KV cache is sized from the query that ended the profiling pass: its transient peak is
+    // what serving's forward passes will need again.
+    if (change && change->to == policy::Phase::kv_allocation) {
+      DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+      d.profiling_peak.store(d.last_transient_peak.load());
+    }
     if (change && phase_now == policy::Phase::serving) {
       bool all = true;
       for (auto& t : S().phases)
@@ -116,6 +122,8 @@ Category category_for(AllocKind kind) {
       return Category::async_pool;
     case AllocKind::kVmmHandle:
       return Category::vmm;
+    case AllocKind::kKvArena:
+      return Category::kv;
     case AllocKind::kPlain:
       break;
   }
@@ -131,6 +139,14 @@ void account_alloc(int device, Category c, std::uint64_t bytes) {
   while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
   }
   if (live > peak) s.peak_ts_ns.store(trace_now_ns(), std::memory_order_relaxed);
+  if (c == Category::other || c == Category::kv) {
+    DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+    const std::int64_t engine_live =
+        d.categories[index_of(Category::other)].live.load() + d.categories[index_of(Category::kv)].live.load();
+    std::int64_t seen = d.other_max_since_query.load(std::memory_order_relaxed);
+    while (engine_live > seen && !d.other_max_since_query.compare_exchange_weak(seen, engine_live)) {
+    }
+  }
 }
 
 void account_free(int device, Category c, std::uint64_t bytes) {
@@ -214,6 +230,55 @@ void held_object_released(LiveMap& map, const char* cat, const char* name, const
 
 }  // namespace
 
+bool kv_window(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t && t->kv_window();
+}
+
+std::uint64_t kv_tensor_bytes(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t ? t->kv_tensor_bytes() : 0;
+}
+
+bool kv_burst_recognised(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t && t->current() >= policy::Phase::kv_allocation;
+}
+
+std::uint64_t profiling_peak_bytes(int device) {
+  return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
+}
+
+bool capture_open() { return t_own_captures > 0 || S().global_captures.load(std::memory_order_relaxed) > 0; }
+
+int tracked_device_now() { return tracked_device(); }
+
+void reclassify(std::uint64_t ptr, bool to_kv) {
+  guarded("reclassify", [&] {
+    LiveMap::accessor a;
+    if (!S().allocations.find(a, ptr)) return;
+    const Category to = to_kv ? Category::kv : Category::other;
+    if (a->second.category == to) return;
+    account_free(a->second.device, a->second.category, a->second.bytes);
+    a->second.category = to;
+    account_alloc(a->second.device, to, a->second.bytes);
+  });
+}
+
+void trace_kv_event(const char* name, const std::string& args_json) {
+  guarded("trace_kv_event", [&] {
+    std::string& e = event_head("i", "kv", name);
+    e += R"(,"s":"g","args":)";
+    e += args_json;
+    e += "}";
+    trace().event(e, true);
+    emit_all_counters();
+  });
+}
+
 bool tracking() {
   return !S().disabled.load(std::memory_order_relaxed) && !S().finished.load(std::memory_order_relaxed);
 }
@@ -224,7 +289,8 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();
     see_device(device);
     const Category c = category_for(kind);
-    record(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr, device, c, bytes);
+    record(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr, device,
+           kind == AllocKind::kKvArena ? Category::kv : c, bytes);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
       EventLine e;
@@ -268,6 +334,14 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
   guarded("on_memory_query", [&] {
     const int device = tracked_device();
     see_device(device);
+    DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+    // Plain allocations, wherever they were placed (large ones may sit in the KV arena).
+    const std::int64_t other_now =
+        d.categories[index_of(Category::other)].live.load() + d.categories[index_of(Category::kv)].live.load();
+    // What came and went since the previous query: a forward pass's activations (weights stay).
+    const std::int64_t transient = d.other_max_since_query.load() - other_now;
+    d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
+    d.other_max_since_query.store(other_now);
     std::string args;
     {
       std::lock_guard<std::mutex> g(S().lock);

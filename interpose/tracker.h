@@ -3,11 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace kvremap::interpose {
 
 // How an allocation was made; the category follows from this and from capture state.
-enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle };
+enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle, kKvArena };
 
 // Every on_* function is called by a hook after the real call succeeded, never throws, and does
 // nothing once tracking is off. `api` is the name of the function the program called.
@@ -34,6 +35,20 @@ void on_graph_launch();
 void on_kernel_launch();
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api);
 void on_module_unload(std::uint64_t handle, const char* api);
+
+// What the KV manager needs from phase inference, for `device`.
+bool kv_window(int device);                 // an allocation now may be part of the KV cache
+std::uint64_t kv_tensor_bytes(int device);  // size of each tensor of the recognised KV burst, or 0
+bool kv_burst_recognised(int device);       // phase is kv_allocation or later
+bool capture_open();                        // any capture this thread or a global one is open
+// The activation peak of the engine's profiling pass (its allocations above what was live at the
+// query before it), measured at the query that ended it; 0 if none was seen.
+std::uint64_t profiling_peak_bytes(int device);
+// Moves a live allocation's bytes to another category (KV arena placements that are not KV).
+void reclassify(std::uint64_t ptr, bool to_kv);
+// A kv-category instant event with preformatted JSON args (written at once).
+void trace_kv_event(const char* name, const std::string& args_json);
+int tracked_device_now();
 
 // True while tracking is on (options allow it, nothing failed internally).
 bool tracking();

@@ -42,6 +42,11 @@ struct DeviceStats {
   std::atomic<std::uint64_t> total{0};
   std::array<CategoryStats, kCategories> categories;
   std::atomic<double> last_counter_us{-1e18};
+  // The most `other` bytes live since the last memory query; at each query, how far above what is
+  // live then that went (memory that came and went); frozen when the KV burst starts.
+  std::atomic<std::int64_t> other_max_since_query{0};
+  std::atomic<std::uint64_t> last_transient_peak{0};
+  std::atomic<std::uint64_t> profiling_peak{0};
 };
 
 struct Live {

@@ -18,6 +18,9 @@ constexpr std::array kModeNames{KVREMAP_MODES(KVREMAP_ENUM_NAME)};
 constexpr std::array kLogLevelNames{KVREMAP_LOG_LEVELS(KVREMAP_ENUM_NAME)};
 #undef KVREMAP_ENUM_NAME
 
+constexpr std::array<std::string_view, 5> kCommitNames{"auto", "first-query", "graph-launch", "quiet", "manual"};
+constexpr std::array<std::string_view, 2> kDeficitNames{"host", "fail"};
+
 constexpr std::string_view kPrefix = "KVREMAP_";
 
 // Binds a table row to one Options field; enums go through their index so one pair of helpers
@@ -41,10 +44,37 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 6> kOptions{{
+constexpr std::array<OptionSpec, 14> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
-     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing.", assign_enum<&Options::mode>,
-     read_enum<&Options::mode>},
+     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing; `defer` also places the KV "
+     "cache in its arena, defers its backing during start-up work and commits it afterwards.",
+     assign_enum<&Options::mode>, read_enum<&Options::mode>},
+    {"KVREMAP_COMMIT", OptionType::enumeration, "auto", kCommitNames,
+     "When deferred KV memory is committed: `auto` (first graph replay, or a kernel launch after "
+     "`KVREMAP_QUIET_MS` without start-up activity), `first-query`, `graph-launch`, `quiet`, `manual` "
+     "(`kvremap_commit()`); every mode commits before a graph replay.",
+     assign_enum<&Options::commit>, read_enum<&Options::commit>},
+    {"KVREMAP_QUIET_MS", OptionType::count, "5000", {},
+     "Milliseconds without start-up activity after which a kernel launch commits (`auto`, `quiet`).",
+     assign_plain<&Options::quiet_ms>, read_plain<&Options::quiet_ms>},
+    {"KVREMAP_HEADROOM", OptionType::size, "256MiB", {}, "Device memory left free when the KV cache is committed.",
+     assign_plain<&Options::headroom_bytes>, read_plain<&Options::headroom_bytes>},
+    {"KVREMAP_DEFICIT", OptionType::enumeration, "host", kDeficitNames,
+     "When the KV cache does not fit at commit: `host` backs the tail with host memory where the device supports "
+     "it, `fail` stops with what to change.",
+     assign_enum<&Options::deficit>, read_enum<&Options::deficit>},
+    {"KVREMAP_CHUNK_BYTES", OptionType::size, "512MiB", {},
+     "Size of each physical handle backing the KV arena (a multiple of the VMM granularity).",
+     assign_plain<&Options::chunk_bytes>, read_plain<&Options::chunk_bytes>},
+    {"KVREMAP_SCRATCH_BYTES", OptionType::size, "64MiB", {},
+     "Size of the scratch handle aliased over deferred KV (divides `KVREMAP_CHUNK_BYTES`).",
+     assign_plain<&Options::scratch_bytes>, read_plain<&Options::scratch_bytes>},
+    {"KVREMAP_ARENA_BYTES", OptionType::size, "0", {},
+     "Virtual address space reserved for the KV arena; `0` means twice the device's memory.",
+     assign_plain<&Options::arena_bytes>, read_plain<&Options::arena_bytes>},
+    {"KVREMAP_KV_MIN_BYTES", OptionType::size, "64MiB", {},
+     "Allocations at least this large made after the engine's sizing memory query are KV-cache candidates.",
+     assign_plain<&Options::kv_min_bytes>, read_plain<&Options::kv_min_bytes>},
     {"KVREMAP_TRACE",
      OptionType::boolean,
      "on",

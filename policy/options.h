@@ -15,7 +15,7 @@ namespace kvremap::policy {
 
 // Enum options are X-macros so that adding a value (say, `X(defer)`) is a one-line change that
 // updates the enum, its names, the parser, the error text and the docs table together.
-#define KVREMAP_MODES(X) X(observe)
+#define KVREMAP_MODES(X) X(observe) X(defer)
 // Same names and order as spdlog::level::level_enum, so the interposer can convert with a cast.
 #define KVREMAP_LOG_LEVELS(X) X(trace) X(debug) X(info) X(warn) X(error) X(critical) X(off)
 
@@ -31,8 +31,21 @@ std::string_view to_string(LogLevel level);
 
 // The settings in force. Build one with default_options() or parse_options(); a value-initialised
 // Options{} is not the documented defaults (those live in the table only).
+// KVREMAP_COMMIT's values, in policy::TriggerMode's order (names with '-' cannot be X-macro names).
+enum class CommitWhen : std::uint8_t { automatic, first_query, graph_launch, quiet, manual };
+// KVREMAP_DEFICIT's values, in policy::DeficitMode's order.
+enum class DeficitWhen : std::uint8_t { host, fail };
+
 struct Options {
   Mode mode{};
+  CommitWhen commit{};
+  std::uint64_t quiet_ms{};
+  std::uint64_t headroom_bytes{};
+  DeficitWhen deficit{};
+  std::uint64_t chunk_bytes{};
+  std::uint64_t scratch_bytes{};
+  std::uint64_t arena_bytes{};   // 0: twice the device's memory
+  std::uint64_t kv_min_bytes{};
   bool trace{};
   std::string trace_dir;
   LogLevel log_level{};

@@ -86,6 +86,7 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
   const bool large_enough = total >= rules_.kv_min_free_fraction * static_cast<double>(last_query_free_);
   if (run_.count < rules_.kv_min_allocations || !large_enough) return std::nullopt;
 
+  kv_tensor_bytes_ = run_.bytes;
   return move_to(
       Phase::kv_allocation,
       std::to_string(run_.count) + " allocations of " + format_bytes(run_.bytes) + " after the sizing memory query",

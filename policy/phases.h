@@ -75,6 +75,11 @@ class PhaseTracker {
   std::optional<PhaseChange> observe_idle(std::uint64_t now_ns);
 
   Phase current() const { return phase_; }
+  // KV placement: an allocation now may be part of the KV cache (its sizing query has been seen,
+  // no capture is open, or the KV burst is under way).
+  bool kv_window() const { return kv_eligible() || (phase_ == Phase::kv_allocation && open_captures_.empty()); }
+  // The size of each tensor of the recognised KV burst; 0 until one has been recognised.
+  std::uint64_t kv_tensor_bytes() const { return kv_tensor_bytes_; }
   const PhaseRules& rules() const { return rules_; }
 
  private:
@@ -107,6 +112,7 @@ class PhaseTracker {
   bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
 
   KvRun run_;  // during kv_allocation: the burst itself
+  std::uint64_t kv_tensor_bytes_ = 0;
 
   std::set<std::uint64_t> open_captures_;
   std::uint32_t captures_ended_ = 0;  // since the capture phase began

@@ -83,3 +83,34 @@ TEST(EngineTrace, TheTraceNamesTheStartUpPhasesAndTheirMemory) {
   EXPECT_GE(trace.checkpoints.size(), 4u);
   for (const auto& c : trace.checkpoints) EXPECT_EQ(c.driver_free, c.returned_free);
 }
+
+// Issue 4's seed: stock vLLM runs out of memory after sizing its KV cache at 0.9 and 0.95; with
+// kvremap deferring the KV backing it starts, with the KV cache the engine itself asked for.
+TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
+  for (const char* u : {"0.9", "0.95"}) {
+    SCOPED_TRACE(u);
+    const RunResult stock = run_engine(u, {});
+    EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory";
+    const std::string dir = make_temp_dir();
+    const RunResult r =
+        run_engine(u, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir, "KVREMAP_MODE=defer"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("vllm_like: started, KV"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("KV verified"), std::string::npos) << "graph replays read back what they wrote";
+    // The engine's own sizing line is the same as without kvremap: nothing changed its request.
+    const auto sizing = [](const std::string& out) {
+      const auto at = out.find("Available KV cache memory:");
+      return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+    };
+    EXPECT_EQ(sizing(r.out), sizing(stock.out));
+    const auto files = trace_files(dir);
+    ASSERT_EQ(files.size(), 1u);
+    const auto trace = kvremap::trace::read_trace(files[0]);
+    std::vector<std::string> kv_events;
+    for (const auto& e : trace.other_events)
+      if (e.cat == "kv") kv_events.push_back(e.name);
+    EXPECT_EQ(kv_events, (std::vector<std::string>{"kv deferred", "kv commit plan", "kv committed"}));
+    ASSERT_TRUE(trace.summary.has_value());
+    EXPECT_GT(trace.summary->devices.at(0).categories.at("kv").live_bytes, 10ull << 30) << "the KV cache, in kv";
+  }
+}

@@ -209,7 +209,7 @@ TEST(Interposer, BadOptionsAreReportedInOneLineAndFallBackToDefaults) {
 TEST(Interposer, StrictModeExitsOnABadValue) {
   Traced t = run_traced("routes", {"KVREMAP_STRICT=1", "KVREMAP_MODE=turbo"});
   EXPECT_EQ(t.run.exit_code, 1);
-  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe"), std::string::npos)
+  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"), std::string::npos)
       << t.run.err;
   EXPECT_TRUE(t.run.out.empty()) << "the program never ran";
 }

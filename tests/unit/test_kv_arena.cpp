@@ -35,7 +35,7 @@ class ArenaTest : public SimDriver {
  protected:
   std::unique_ptr<KvArena> Make(std::uint64_t reserve = 256 * kMiB) {
     CUresult error = CUDA_SUCCESS;
-    auto arena = KvArena::create(simulated_driver(), ArenaConfig{0, reserve, kChunk, kScratch}, &error);
+    auto arena = KvArena::create(simulated_driver(), ArenaConfig{0, reserve, kChunk, kScratch, 2 * kMiB}, &error);
     EXPECT_EQ(error, CUDA_SUCCESS);
     return arena;
   }
@@ -44,17 +44,17 @@ class ArenaTest : public SimDriver {
 
 }  // namespace
 
-TEST_F(ArenaTest, RegionsAreWholeChunksOfReadWriteDeviceMemory) {
+TEST_F(ArenaTest, RegionsAreChunksPlusAGranuleRoundedTailOfReadWriteDeviceMemory) {
   auto arena = Make();
-  EXPECT_EQ(Used(), kScratch);
+  EXPECT_EQ(Used(), 0u) << "no scratch until something is deferred";
   CUdeviceptr a = 0;
-  ASSERT_CU(arena->allocate(10 * kMiB, &a));
-  EXPECT_EQ(arena->region_bytes(a), 16 * kMiB);
-  EXPECT_EQ(Used(), kScratch + 16 * kMiB);
+  ASSERT_CU(arena->allocate(10 * kMiB - 100, &a));
+  EXPECT_EQ(arena->region_bytes(a), 10 * kMiB) << "one 8 MiB chunk and a 2 MiB tail, not two chunks";
+  EXPECT_EQ(Used(), 10 * kMiB);
   EXPECT_EQ(arena->backing(a), Backing::chunks);
-  EXPECT_TRUE(arena->contains(a + 15 * kMiB));
+  EXPECT_TRUE(arena->contains(a + 9 * kMiB));
   Words(a)[0] = 1;
-  Words(a + 16 * kMiB - 4)[0] = 2;
+  Words(a + 10 * kMiB - 4)[0] = 2;
   EXPECT_EQ(Words(a)[0], 1u);
   CUipcMemHandle ipc{};
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuIpcGetMemHandle(&ipc, a)) << "arena memory is VMM memory";
@@ -66,7 +66,7 @@ TEST_F(ArenaTest, DeferKeepsEveryAddressValidOnOneScratchAndFreesTheChunks) {
   ASSERT_CU(arena->allocate(32 * kMiB, &a));
   ASSERT_CU(arena->defer(a));
   EXPECT_EQ(arena->backing(a), Backing::scratch);
-  EXPECT_EQ(Used(), kScratch) << "the KV region's device memory went back to the engine";
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB) << "the scratch and the one-granule scratch for tails; the KV region's device memory went back to the engine";
   // Aliasing: offsets that are equal modulo the scratch size share bytes.
   Words(a + 3)[0] = 0;
   Words(a + 4)[0] = 0xabcd;
@@ -80,14 +80,14 @@ TEST_F(ArenaTest, CommitBacksTheSameAddressesWithZeroedMemory) {
   ASSERT_CU(arena->allocate(16 * kMiB, &a));
   ASSERT_CU(arena->defer(a));
   Words(a)[7] = 77;  // lands in the scratch
-  ASSERT_CU(arena->commit(a, 2));
+  ASSERT_CU(arena->commit(a, 16 * kMiB));
   EXPECT_EQ(arena->backing(a), Backing::chunks);
-  EXPECT_EQ(Used(), kScratch + 16 * kMiB);
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB + 16 * kMiB);
   EXPECT_EQ(Words(a)[7], 0u) << "nothing written before the commit survives";
   Words(a)[7] = 5;
   Words(a + kChunk)[7] = 6;
   EXPECT_EQ(Words(a)[7], 5u) << "chunks are no longer aliases";
-  EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE, arena->commit(a, 2)) << "not deferred";
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE, arena->commit(a, 16 * kMiB)) << "not deferred";
 }
 
 TEST_F(ArenaTest, CommitCanPutTheTailOnHostMemory) {
@@ -95,9 +95,11 @@ TEST_F(ArenaTest, CommitCanPutTheTailOnHostMemory) {
   CUdeviceptr a = 0;
   ASSERT_CU(arena->allocate(3 * kChunk, &a));
   ASSERT_CU(arena->defer(a));
-  ASSERT_CU(arena->commit(a, 1));
+  std::uint64_t on_device = 0;
+  ASSERT_CU(arena->commit(a, kChunk + kChunk / 2, &on_device));
+  EXPECT_EQ(on_device, kChunk) << "whole chunks only";
   EXPECT_EQ(arena->host_chunks(), 2u);
-  EXPECT_EQ(Used(), kScratch + kChunk);
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB + kChunk);
   EXPECT_EQ(simcuda_host_used_bytes(), 2 * kChunk);
   Words(a + 2 * kChunk)[1] = 9;  // host-backed bytes are device-accessible
   EXPECT_EQ(Words(a + 2 * kChunk)[1], 9u);
@@ -116,7 +118,7 @@ TEST_F(ArenaTest, AGraphCapturedBeforeDeferralWritesIntoTheCommittedBacking) {
   CUgraphExec exec = nullptr;
   ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
   ASSERT_CU(arena->defer(a));
-  ASSERT_CU(arena->commit(a, 1));
+  ASSERT_CU(arena->commit(a, kChunk));
   ASSERT_CU(cuGraphLaunch(exec, s));
   EXPECT_EQ(Words(a + kMiB)[0], 0x3c3c3c3cu);
   EXPECT_EQ(Words(a)[0], 0u);
@@ -147,7 +149,7 @@ TEST_F(ArenaTest, DeviceExhaustionOnAllocateLeavesNothingBehind) {
   auto arena = Make();
   CUdeviceptr a = 0;
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, arena->allocate(80 * kMiB, &a));
-  EXPECT_EQ(Used(), kScratch);
+  EXPECT_EQ(Used(), 0u);
   EXPECT_CU(arena->allocate(48 * kMiB, &a)) << "what fits still works";
 }
 
@@ -167,7 +169,7 @@ TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
         ASSERT_CU(arena->defer(a));
       }
       const unsigned long long before = simcuda_call_count(fn);
-      ASSERT_CU(phase == 0 ? arena->defer(a) : arena->commit(a, 2));
+      ASSERT_CU(phase == 0 ? arena->defer(a) : arena->commit(a, 2 * kChunk));
       const unsigned long long inside = simcuda_call_count(fn) - before;
       arena.reset();
       for (unsigned long long nth = 1; nth <= inside; ++nth) {
@@ -179,7 +181,7 @@ TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
           ASSERT_CU(arena->defer(a));
         }
         const Backing start = arena->backing(a);
-        const CUresult r = phase == 0 ? arena->defer(a) : arena->commit(a, 2);
+        const CUresult r = phase == 0 ? arena->defer(a) : arena->commit(a, 2 * kChunk);
         const Backing after = arena->backing(a);
         if (r == CUDA_SUCCESS) {
           EXPECT_EQ(after, phase == 0 ? Backing::scratch : Backing::chunks);

@@ -65,8 +65,11 @@ TEST(Options, BadSizeHasTheExactMessage) {
 }
 
 TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
-  EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "defer"}})),
-            std::vector<std::string>{"kvremap: KVREMAP_MODE='defer' is invalid: expected one of observe"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "turbo"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_COMMIT", "later"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_COMMIT='later' is invalid: expected one of auto, first-query, "
+                                     "graph-launch, quiet, manual"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_LOG_LEVEL", "loud"}})),
             std::vector<std::string>{"kvremap: KVREMAP_LOG_LEVEL='loud' is invalid: expected one of trace, debug, "
                                      "info, warn, error, critical, off"});
@@ -156,10 +159,18 @@ TEST(Options, InForceListsEveryOptionInTableOrder) {
   o.log_level = LogLevel::off;
   const auto in_force = options_in_force(o);
   ASSERT_EQ(in_force.size(), option_specs().size());
-  EXPECT_EQ(in_force[0], (std::pair<std::string, std::string>{"KVREMAP_MODE", "observe"}));
-  EXPECT_EQ(in_force[1], (std::pair<std::string, std::string>{"KVREMAP_TRACE", "on"}));
-  EXPECT_EQ(in_force[3], (std::pair<std::string, std::string>{"KVREMAP_LOG_LEVEL", "off"}));
-  EXPECT_EQ(in_force[4], (std::pair<std::string, std::string>{"KVREMAP_STACK_MIN_BYTES", "3GiB"}));
+  for (std::size_t i = 0; i < in_force.size(); ++i) EXPECT_EQ(in_force[i].first, option_specs()[i].name);
+  const auto value_of = [&](std::string_view name) {
+    for (const auto& [n, v] : in_force)
+      if (n == name) return v;
+    return std::string("?");
+  };
+  EXPECT_EQ(value_of("KVREMAP_MODE"), "observe");
+  EXPECT_EQ(value_of("KVREMAP_TRACE"), "on");
+  EXPECT_EQ(value_of("KVREMAP_LOG_LEVEL"), "off");
+  EXPECT_EQ(value_of("KVREMAP_STACK_MIN_BYTES"), "3GiB");
+  EXPECT_EQ(value_of("KVREMAP_COMMIT"), "auto");
+  EXPECT_EQ(value_of("KVREMAP_CHUNK_BYTES"), "512MiB");
   // What the trace header says parses back to the same options.
   Env env(in_force.begin(), in_force.end());
   EXPECT_EQ(options_in_force(parse_options(env).options), in_force);
