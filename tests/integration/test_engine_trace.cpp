@@ -114,3 +114,27 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     EXPECT_GT(trace.summary->devices.at(0).categories.at("kv").live_bytes, 10ull << 30) << "the KV cache, in kv";
   }
 }
+
+TEST(EngineTrace, DeferModeStartsTheSglangLikeEngineToo) {
+  std::vector<std::string> env = scenario_env();
+  const std::vector<std::string> args = {
+      VLLM_LIKE, "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static", "0.9"};
+  EXPECT_EQ(run_program(args, env, {"LD_PRELOAD"}).exit_code, 5) << "stock SGLang-like runs out of memory";
+  env.push_back("LD_PRELOAD=" KVREMAP_LIBRARY);
+  env.push_back("KVREMAP_MODE=defer");
+  env.push_back("KVREMAP_TRACE=off");
+  const RunResult r = run_program(args, env, {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+}
+
+TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
+  const RunResult r = run_engine(
+      "0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("kvremap: the KV cache (23.16 GiB) does not fit: 0.50 GiB missing on the device"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--gpu-memory-utilization 0.94"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("started"), std::string::npos) << "never serves from scratch memory";
+}
