@@ -261,10 +261,21 @@ void reclassify(std::uint64_t ptr, bool to_kv) {
     LiveMap::accessor a;
     if (!S().allocations.find(a, ptr)) return;
     const Category to = to_kv ? Category::kv : Category::other;
-    if (a->second.category == to) return;
-    account_free(a->second.device, a->second.category, a->second.bytes);
+    const Category from = a->second.category;
+    if (from == to) return;
+    account_free(a->second.device, from, a->second.bytes);
     a->second.category = to;
     account_alloc(a->second.device, to, a->second.bytes);
+    // A free in the old category and an allocation in the new one, so replaying the events gives
+    // the same bytes per category as the summary.
+    for (const bool freeing : {true, false}) {
+      std::string& e = event_head("i", "alloc", freeing ? "free" : "alloc");
+      e += fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
+                       hex_pointer(ptr), a->second.bytes, a->second.device, policy::to_string(freeing ? from : to));
+      if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(a->second.device));
+      e += "}}";
+      trace().event(e);
+    }
   });
 }
 
