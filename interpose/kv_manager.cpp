@@ -29,7 +29,13 @@ struct Candidate {
   CUdeviceptr base = 0;
   std::uint64_t requested = 0;
   bool kv = false;
+  bool tagged = false;  // allocated under kvremap_tag_push("kv"): KV by the engine's own word
 };
+
+// kvremap_tag_push/pop: the calling thread's open tags, innermost last.
+thread_local std::vector<std::string> t_tags;
+
+bool tagged_kv() { return !t_tags.empty() && t_tags.back() == "kv"; }
 
 struct KvState {
   std::mutex lock;
@@ -115,14 +121,16 @@ bool synchronize() {
 // The KV burst is over: its tensors go onto scratch; other arena placements stay backed.
 void defer_locked(KvState& k) {
   const std::uint64_t tensor = kv_tensor_bytes(k.device);
-  if (tensor == 0 || !k.arena) return;
+  const bool any_tagged = std::any_of(k.regions.begin(), k.regions.end(), [](const Candidate& r) { return r.tagged; });
+  if ((tensor == 0 && !any_tagged) || !k.arena) return;
   if (!synchronize()) {
     log().warn("KV deferral skipped: synchronising the device failed");
     return;
   }
   std::size_t kv_regions = 0;
   for (Candidate& r : k.regions) {
-    r.kv = r.requested == tensor;
+    // Tagged allocations are KV; untagged ones are when they match the recognised burst's size.
+    r.kv = r.tagged || (tensor != 0 && r.requested == tensor);
     reclassify(r.base, r.kv);
     if (!r.kv) continue;
     ++kv_regions;
@@ -224,11 +232,13 @@ void commit_locked(KvState& k) {
 bool kv_mode() { return options().mode == policy::Mode::defer; }
 
 bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result) {
-  if (!kv_mode() || bytes < options().kv_min_bytes || capture_open() || !tracking()) return false;
+  if (!kv_mode() || capture_open() || !tracking()) return false;
+  const bool tagged = tagged_kv();
+  if (!tagged && bytes < options().kv_min_bytes) return false;
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (k.deferred || k.committed || !kv_window(device) || !make_arena(k, device)) return false;
+  if (k.deferred || k.committed || (!tagged && !kv_window(device)) || !make_arena(k, device)) return false;
   CUdeviceptr base = 0;
   const CUresult r = k.arena->allocate(bytes, &base);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -236,7 +246,7 @@ bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUd
     return true;
   }
   if (r != CUDA_SUCCESS) return false;  // e.g. the reservation is full: an ordinary allocation then
-  k.regions.push_back(Candidate{base, bytes, false});
+  k.regions.push_back(Candidate{base, bytes, tagged, tagged});
   on_alloc(base, bytes, AllocKind::kKvArena, api, return_address, device);
   *ptr = base;
   *result = CUDA_SUCCESS;
@@ -267,9 +277,12 @@ void kv_before(KvPoint point) {
   std::lock_guard<std::mutex> g(k.lock);
   if (k.committed) return;
   const std::uint64_t now = trace_now_ns();
-  // A kernel launch does not end the burst: torch.zeros launches one per KV tensor inside it.
+  // A kernel launch does not end the burst: torch.zeros launches one per KV tensor inside it. A
+  // tagged burst ends when its tag is closed.
+  const bool tagged_burst =
+      std::any_of(k.regions.begin(), k.regions.end(), [](const Candidate& r) { return r.tagged; });
   if (!k.deferred && point != KvPoint::kKernelLaunch && point != KvPoint::kGraphLaunch && !k.regions.empty() &&
-      kv_burst_recognised(k.device))
+      !tagged_kv() && (tagged_burst || kv_burst_recognised(k.device)))
     defer_locked(k);
   if (!k.deferred || k.deferred_bytes == 0) return;
   bool commit = false;
@@ -320,6 +333,26 @@ std::size_t kv_reported_free(std::size_t driver_free) {
 }
 
 }  // namespace kvremap::interpose
+
+// Explicit tagging for engines and plugins (callable through ctypes): allocations made between
+// kvremap_tag_push("kv") and the matching kvremap_tag_pop() are the KV cache.
+extern "C" __attribute__((visibility("default"))) int kvremap_tag_push(const char* tag) {
+  try {
+    if (!tag) return -1;
+    const std::string t = tag;
+    if (t != "kv" && t != "none") return -1;  // "none": a nested region that is not KV
+    kvremap::interpose::t_tags.push_back(t);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+extern "C" __attribute__((visibility("default"))) int kvremap_tag_pop(void) {
+  if (kvremap::interpose::t_tags.empty()) return -1;
+  kvremap::interpose::t_tags.pop_back();
+  return 0;
+}
 
 extern "C" __attribute__((visibility("default"))) int kvremap_commit(void) {
   using namespace kvremap::interpose;

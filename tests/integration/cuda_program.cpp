@@ -1,5 +1,5 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt
+// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -183,6 +183,48 @@ int fork_workers() {
   return failures;
 }
 
+// An engine that tags its KV cache explicitly (as a plugin would through ctypes), then captures a
+// graph writing into it, queries memory and replays the graph. With TAGGED_CALL_COMMIT=1 it calls
+// kvremap_commit() before the replay. The output is the same with or without kvremap.
+int tagged() {
+  using Tag = int (*)(const char*);
+  using Call = int (*)();
+  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
+  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  auto commit = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_commit"));
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  if (push) push("kv");
+  unsigned char* kv[3] = {};
+  for (auto& t : kv) {
+    check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
+    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
+  }
+  if (pop) pop();
+  void* autotune = nullptr;
+  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin capture");
+  check(cudaMemsetAsync(kv[1] + 4096, 0x7a, 4096, s) == cudaSuccess, "captured write into KV");
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+  size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query");
+  if (commit && std::getenv("TAGGED_CALL_COMMIT")) check(commit() == 0, "kvremap_commit");
+  check(cudaGraphLaunch(exec, s) == cudaSuccess, "replay");
+  check(cudaStreamSynchronize(s) == cudaSuccess, "synchronize");
+  unsigned char back[2] = {};
+  check(cudaMemcpy(&back[0], kv[1] + 4096, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(&back[1], kv[1], 1, cudaMemcpyDeviceToHost) == cudaSuccess,
+        "read back");
+  check(back[0] == 0x7a && back[1] == 0, "the replay wrote into the KV cache, the rest is zero");
+  for (auto& t : kv) check(cudaFree(t) == cudaSuccess, "KV freed");
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -218,6 +260,7 @@ int main(int argc, char** argv) {
   if (mode == "fork") return fork_workers();
   if (mode == "wait") return wait_forever();
   if (mode == "interrupt") return handle_interrupt();
-  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt\n");
+  if (mode == "tagged") return tagged();
+  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged\n");
   return 2;
 }

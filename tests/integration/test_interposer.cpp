@@ -209,7 +209,8 @@ TEST(Interposer, BadOptionsAreReportedInOneLineAndFallBackToDefaults) {
 TEST(Interposer, StrictModeExitsOnABadValue) {
   Traced t = run_traced("routes", {"KVREMAP_STRICT=1", "KVREMAP_MODE=turbo"});
   EXPECT_EQ(t.run.exit_code, 1);
-  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"), std::string::npos)
+  EXPECT_NE(t.run.err.find("kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"),
+            std::string::npos)
       << t.run.err;
   EXPECT_TRUE(t.run.out.empty()) << "the program never ran";
 }
@@ -235,4 +236,47 @@ TEST(Interposer, AnUnwritableTraceDirectoryCostsTheTraceNotTheProgram) {
   EXPECT_EQ(r.out, plain.out);
   EXPECT_NE(r.err.find("cannot create trace file /proc/no-such-dir/kvremap-"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+// KVREMAP_MODE=defer with the explicit tagging API, under each commit mode: the program's results
+// are unchanged, KV is deferred after the tag closes and committed where the mode says.
+TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
+  const RunResult plain = run_plain("tagged");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  struct Case {
+    const char* mode;
+    bool call_commit;
+    bool committed_before_query;  // first-query commits at the query; the others after it
+  };
+  for (const Case& c : {Case{"auto", false, false}, Case{"graph-launch", false, false},
+                        Case{"first-query", false, true}, Case{"manual", true, false}}) {
+    SCOPED_TRACE(c.mode);
+    std::vector<std::string> env = {"KVREMAP_MODE=defer", std::string("KVREMAP_COMMIT=") + c.mode};
+    if (c.call_commit) env.push_back("TAGGED_CALL_COMMIT=1");
+    Traced t = run_traced("tagged", env);
+    EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    if (!c.call_commit) {
+      EXPECT_EQ(t.run.out, plain.out);
+    }
+    ASSERT_EQ(t.traces.size(), 1u);
+    const auto& trace = t.traces[0];
+    double deferred_ts = -1, committed_ts = -1;
+    for (const auto& e : trace.other_events) {
+      if (e.name == "kv deferred") deferred_ts = e.event.ts_us;
+      if (e.name == "kv committed") committed_ts = e.event.ts_us;
+    }
+    ASSERT_GE(deferred_ts, 0) << "the KV cache was deferred";
+    ASSERT_GT(committed_ts, deferred_ts) << "and committed";
+    ASSERT_EQ(trace.checkpoints.size(), 1u);
+    const auto& query = trace.checkpoints[0];
+    if (c.committed_before_query) {
+      EXPECT_LT(committed_ts, query.event.ts_us);
+      EXPECT_EQ(query.returned_free, query.driver_free) << "committed: nothing to hide";
+    } else {
+      EXPECT_GT(committed_ts, query.event.ts_us);
+      EXPECT_EQ(query.driver_free - query.returned_free, 96 * kMiB - 64 * kMiB)
+          << "deferred: free memory as if the 96 MiB of KV were backed (less the 64 MiB scratch)";
+    }
+    EXPECT_EQ(category(trace, "kv").allocated_bytes, 96 * kMiB);
+  }
 }
