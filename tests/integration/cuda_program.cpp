@@ -192,37 +192,44 @@ int tagged() {
   auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
   auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
   auto commit = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_commit"));
+  // Stops at the first failure: an injected driver error must not turn into a crash of this program.
+#define TAGGED_STEP(expr, what) \
+  do {                          \
+    check((expr), what);        \
+    if (failures) return 1;     \
+  } while (0)
   void* warm = nullptr;
-  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  TAGGED_STEP(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
   if (push) push("kv");
   unsigned char* kv[3] = {};
   for (auto& t : kv) {
-    check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
-    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
+    TAGGED_STEP(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
+    TAGGED_STEP(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
   }
   if (pop) pop();
   void* autotune = nullptr;
-  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+  TAGGED_STEP(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
   cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
-  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin capture");
-  check(cudaMemsetAsync(kv[1] + 4096, 0x7a, 4096, s) == cudaSuccess, "captured write into KV");
+  TAGGED_STEP(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  TAGGED_STEP(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin capture");
+  TAGGED_STEP(cudaMemsetAsync(kv[1] + 4096, 0x7a, 4096, s) == cudaSuccess, "captured write into KV");
   cudaGraph_t graph = nullptr;
-  check(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
+  TAGGED_STEP(cudaStreamEndCapture(s, &graph) == cudaSuccess, "end capture");
   cudaGraphExec_t exec = nullptr;
-  check(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+  TAGGED_STEP(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
   size_t free_bytes = 0, total = 0;
-  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query");
-  if (commit && std::getenv("TAGGED_CALL_COMMIT")) check(commit() == 0, "kvremap_commit");
-  check(cudaGraphLaunch(exec, s) == cudaSuccess, "replay");
-  check(cudaStreamSynchronize(s) == cudaSuccess, "synchronize");
+  TAGGED_STEP(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query");
+  if (commit && std::getenv("TAGGED_CALL_COMMIT")) TAGGED_STEP(commit() == 0, "kvremap_commit");
+  TAGGED_STEP(cudaGraphLaunch(exec, s) == cudaSuccess, "replay");
+  TAGGED_STEP(cudaStreamSynchronize(s) == cudaSuccess, "synchronize");
   unsigned char back[2] = {};
-  check(cudaMemcpy(&back[0], kv[1] + 4096, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(&back[1], kv[1], 1, cudaMemcpyDeviceToHost) == cudaSuccess,
-        "read back");
-  check(back[0] == 0x7a && back[1] == 0, "the replay wrote into the KV cache, the rest is zero");
-  for (auto& t : kv) check(cudaFree(t) == cudaSuccess, "KV freed");
+  TAGGED_STEP(cudaMemcpy(&back[0], kv[1] + 4096, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                  cudaMemcpy(&back[1], kv[1], 1, cudaMemcpyDeviceToHost) == cudaSuccess,
+              "read back");
+  TAGGED_STEP(back[0] == 0x7a && back[1] == 0, "the replay wrote into the KV cache, the rest is zero");
+  for (auto& t : kv) TAGGED_STEP(cudaFree(t) == cudaSuccess, "KV freed");
   return failures;
+#undef TAGGED_STEP
 }
 
 volatile sig_atomic_t g_interrupted = 0;
