@@ -42,6 +42,12 @@ void Engine::run() {
               kv_.size());
 }
 
+void Engine::share_over_ipc(void* ptr) {
+  cudaIpcMemHandle_t handle{};
+  VLLM_LIKE_CHECK(cudaIpcGetMemHandle(&handle, ptr));
+  ++ipc_handles_;
+}
+
 void Engine::init() {
   begin_phase("init");
   VLLM_LIKE_CHECK(cudaSetDevice(0));
@@ -49,6 +55,14 @@ void Engine::init() {
   // torch captures graphs on a side stream; the legacy NULL stream cannot be captured at all.
   VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   alloc_ = std::make_unique<CachingAllocator>(stream_);
+  // Custom all-reduce: buffers other ranks open through legacy CUDA IPC, which VMM memory cannot
+  // offer; whatever places the KV cache must leave these as plain allocations.
+  for (int i = 0; i < 2; ++i) {
+    void* p = nullptr;
+    VLLM_LIKE_CHECK(cudaMalloc(&p, 8u << 20));
+    share_over_ipc(p);
+    non_torch_.push_back(p);
+  }
   kernels_ = std::make_unique<Kernels>(stream_);  // before the baseline: it is start-up overhead, like CUDA's own
   alloc_->empty_cache();
   baseline_free_ = query_free();

@@ -33,6 +33,9 @@ class Engine {
   const std::string& phase() const { return phase_; }
 
  private:
+  // cudaIpcGetMemHandle on `ptr`, as custom all-reduce does; fails the start-up if refused.
+  void share_over_ipc(void* ptr);
+  int ipc_handles_ = 0;
   struct Tensor {
     void* ptr = nullptr;
     std::uint64_t bytes = 0;

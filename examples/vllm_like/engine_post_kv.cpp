@@ -97,6 +97,8 @@ Engine::CapturedGraph Engine::capture_one(std::size_t batch, CachingAllocator::P
   alloc_->begin_allocate_to_pool(pool);
   VLLM_LIKE_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   forward_for_batch(batch, write_kv, &g.output);
+  // vLLM's custom all-reduce registers a graph buffer for IPC while the first graph is captured.
+  if (graphs_.empty() && g.output) share_over_ipc(g.output);
   VLLM_LIKE_CHECK(cudaStreamEndCapture(stream_, &g.graph));
   alloc_->end_allocate_to_pool();
   VLLM_LIKE_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
@@ -118,9 +120,10 @@ void Engine::capture_graphs() {
   const std::uint64_t free_after = query_free();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "vllm_like: phase post-KV: Graph capturing finished in %.0f secs, took %s GiB (%zu graphs, pool %s GiB)\n", secs,
-      gib(static_cast<double>(free_before > free_after ? free_before - free_after : 0)).c_str(), graphs_.size(),
-      gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str());
+      "vllm_like: phase post-KV: Graph capturing finished in %.0f secs, took %s GiB (%zu graphs, pool %s GiB), %d "
+      "buffers shared over IPC\n",
+      secs, gib(static_cast<double>(free_before > free_after ? free_before - free_after : 0)).c_str(), graphs_.size(),
+      gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str(), ipc_handles_);
 }
 
 void Engine::verify_kv(std::uint32_t seed, const char* when) {

@@ -132,8 +132,10 @@ TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
   const RunResult r = run_engine(
       "0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("kvremap: the KV cache (23.16 GiB) does not fit: 0.50 GiB missing on the device"),
-            std::string::npos)
+  // 0.95 of 79.19 GiB leaves about half a GiB too little once post-KV work and the serving
+  // activations are counted: the message names it and the utilisation that fits.
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex(R"(kvremap: the KV cache \(23\.16 GiB\) does not fit: 0\.5[0-9] GiB missing on the device)")))
       << r.err;
   EXPECT_NE(r.err.find("--gpu-memory-utilization 0.94"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("started"), std::string::npos) << "never serves from scratch memory";
