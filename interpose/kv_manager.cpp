@@ -142,6 +142,7 @@ void defer_locked(KvState& k) {
     k.deferred_bytes += k.arena->region_bytes(r.base);
   }
   k.deferred = true;
+  start_post_kv_peaks(k.device);
   k.trigger.arm(trace_now_ns());
   g_pending.store(k.deferred_bytes > 0);
   trace_kv_event("kv deferred",
@@ -218,8 +219,10 @@ void commit_locked(KvState& k) {
   k.committed = true;
   k.trigger.committed();
   g_pending.store(false);
-  trace_kv_event("kv committed", fmt::format(R"({{"device":{},"kv_bytes":{},"host_chunks":{},"margin_bytes":{}}})",
-                                             k.device, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes));
+  trace_kv_event(
+      "kv committed",
+      fmt::format(R"({{"device":{},"kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})", k.device,
+                  in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
   if (plan.verdict == policy::CommitVerdict::host_tail) {
     log().warn("{}", plan.message);
   } else {

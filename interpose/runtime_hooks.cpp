@@ -35,13 +35,14 @@ extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigne
 #define KVREMAP_RUNTIME_HOOKS(X)                                                                                    \
   X(cudaMalloc)                                                                                                     \
   X(cudaFree)                                                                                                       \
-  X(cudaMallocAsync) X(cudaMallocAsync_ptsz) X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo)               \
-      X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz) \
-          X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags) X(cudaGraphInstantiateWithParams)                \
-              X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch) X(cudaGraphLaunch_ptsz)                     \
-                  X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                \
-                      X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz)                  \
-                          X(cudaRuntimeGetVersion) X(cudaGetDevice)
+  X(cudaMallocAsync)                                                                                                \
+  X(cudaMallocAsync_ptsz)                                                                                           \
+  X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo) X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) \
+      X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz) X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags) \
+          X(cudaGraphInstantiateWithParams) X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch)               \
+              X(cudaGraphLaunch_ptsz) X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint)                            \
+                  X(cudaGetDriverEntryPoint_ptsz) X(cudaGetDriverEntryPointByVersion)                               \
+                      X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaRuntimeGetVersion) X(cudaGetDevice)
 
 namespace {
 #define KVREMAP_RUNTIME_SLOT(name) std::atomic<void*> g_rt_##name{nullptr};

@@ -139,6 +139,11 @@ void account_alloc(int device, Category c, std::uint64_t bytes) {
   while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
   }
   if (live > peak) s.peak_ts_ns.store(trace_now_ns(), std::memory_order_relaxed);
+  if (S().devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
+    std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
+    while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
+    }
+  }
   if (c == Category::other || c == Category::kv) {
     DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
     const std::int64_t engine_live =
@@ -248,6 +253,27 @@ bool kv_burst_recognised(int device) {
   return t && t->current() >= policy::Phase::kv_allocation;
 }
 
+void start_post_kv_peaks(int device) {
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  for (CategoryStats& c : d.categories) {
+    c.post_kv_start.store(c.live.load());
+    c.post_kv_peak.store(c.live.load());
+  }
+  d.post_kv.store(true);
+}
+
+std::string post_kv_peaks_json(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  std::string j = "{";
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    if (i) j += ',';
+    const CategoryStats& c = d.categories[i];
+    j += fmt::format(R"("{}":{{"at_kv_end":{},"peak":{},"peak_above":{}}})", policy::to_string(kAllCategories[i]),
+                     c.post_kv_start.load(), c.post_kv_peak.load(), c.post_kv_peak.load() - c.post_kv_start.load());
+  }
+  return j + "}";
+}
+
 std::uint64_t profiling_peak_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
 }
@@ -270,8 +296,9 @@ void reclassify(std::uint64_t ptr, bool to_kv) {
     // the same bytes per category as the summary.
     for (const bool freeing : {true, false}) {
       std::string& e = event_head("i", "alloc", freeing ? "free" : "alloc");
-      e += fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
-                       hex_pointer(ptr), a->second.bytes, a->second.device, policy::to_string(freeing ? from : to));
+      e +=
+          fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
+                      hex_pointer(ptr), a->second.bytes, a->second.device, policy::to_string(freeing ? from : to));
       if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(a->second.device));
       e += "}}";
       trace().event(e);

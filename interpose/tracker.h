@@ -44,6 +44,10 @@ bool capture_open();                        // any capture this thread or a glob
 // The activation peak of the engine's profiling pass (its allocations above what was live at the
 // query before it), measured at the query that ended it; 0 if none was seen.
 std::uint64_t profiling_peak_bytes(int device);
+// From now on, per-category peaks are also kept since this point (the end of the KV burst); the
+// JSON object {"kv":{"at_kv_end":N,"peak":N,"peak_above":N},...} of those peaks, for the commit event.
+void start_post_kv_peaks(int device);
+std::string post_kv_peaks_json(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
 // A kv-category instant event with preformatted JSON args (written at once).

@@ -35,6 +35,10 @@ struct CategoryStats {
   std::atomic<std::uint64_t> allocated{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> frees{0};
+  // Highest live bytes since the KV burst ended (post_kv_from set): what autotuning, graph pools,
+  // graph execs and modules really needed after the engine sized its KV cache.
+  std::atomic<std::int64_t> post_kv_peak{0};
+  std::atomic<std::int64_t> post_kv_start{0};  // live bytes when the KV burst ended
 };
 
 struct DeviceStats {
@@ -47,6 +51,7 @@ struct DeviceStats {
   std::atomic<std::int64_t> other_max_since_query{0};
   std::atomic<std::uint64_t> last_transient_peak{0};
   std::atomic<std::uint64_t> profiling_peak{0};
+  std::atomic<bool> post_kv{false};
 };
 
 struct Live {
