@@ -230,6 +230,13 @@ Backing KvArena::backing(CUdeviceptr base) const {
   return it->second.chunks.front().handle ? Backing::chunks : Backing::scratch;
 }
 
+std::uint64_t KvArena::host_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [base, region] : regions_)
+    for (const Chunk& c : region.chunks) n += c.host ? c.bytes : 0;
+  return n;
+}
+
 std::uint64_t KvArena::host_chunks() const {
   std::uint64_t n = 0;
   for (const auto& [base, region] : regions_)

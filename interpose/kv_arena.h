@@ -67,6 +67,7 @@ class KvArena {
   Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
   std::uint64_t chunk_bytes() const { return config_.chunk_bytes; }
   std::uint64_t host_chunks() const;  // over all regions
+  std::uint64_t host_bytes() const;
 
  private:
   struct Chunk {

@@ -223,8 +223,10 @@ void commit_locked(KvState& k) {
       "kv committed",
       fmt::format(R"({{"device":{},"kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})", k.device,
                   in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
-  if (plan.verdict == policy::CommitVerdict::host_tail) {
-    log().warn("{}", plan.message);
+  if (k.arena->host_bytes() > 0) {
+    // The plan counts nominal chunks; say what was actually placed.
+    log().warn("{} (placed: {} chunks, {:.2f} GiB, on host memory)", plan.message, k.arena->host_chunks(),
+               static_cast<double>(k.arena->host_bytes()) / static_cast<double>(1ULL << 30));
   } else {
     log().info("{}", plan.message);
   }
