@@ -5,6 +5,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "run_program.h"
@@ -20,8 +21,8 @@ namespace {
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
 // The simulated device the scenario describes, as the engine itself prints it.
-std::vector<std::string> scenario_env() {
-  const RunResult r = run_program({VLLM_LIKE, "--scenario", SEED_SCENARIO, "--print-simcuda-env"}, {});
+std::vector<std::string> scenario_env(const char* scenario = SEED_SCENARIO) {
+  const RunResult r = run_program({VLLM_LIKE, "--scenario", scenario, "--print-simcuda-env"}, {});
   std::vector<std::string> env;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);)
@@ -29,11 +30,19 @@ std::vector<std::string> scenario_env() {
   return env;
 }
 
-RunResult run_engine(const char* utilization, std::vector<std::string> extra_env, const std::string& cwd = "") {
-  std::vector<std::string> env = scenario_env();
+RunResult run_engine(const char* utilization, std::vector<std::string> extra_env, const std::string& cwd = "",
+                     const char* scenario = SEED_SCENARIO) {
+  std::vector<std::string> env = scenario_env(scenario);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  return run_program({VLLM_LIKE, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", utilization}, env,
-                     {"LD_PRELOAD"}, 120, 9, cwd);
+  return run_program({VLLM_LIKE, "--scenario", scenario, "--gpu-memory-utilization", utilization}, env, {"LD_PRELOAD"},
+                     120, 9, cwd);
+}
+
+// The engine's KV figure from its "started, KV <n> GiB" line, or a negative number without one.
+double started_kv_gib(const std::string& out) {
+  static const std::regex started(R"(started, KV ([0-9.]+) GiB)");
+  std::smatch m;
+  return std::regex_search(out, m, started) ? std::stod(m[1]) : -1.0;
 }
 
 // The engine's output without its wall-clock figures ("took 48.00 GiB and 0.003 seconds"), which
@@ -137,6 +146,41 @@ TEST(EngineTrace, DeferModeStartsTheSglangLikeEngineToo) {
   const RunResult r = run_program(args, env, {}, 120);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+}
+
+// vLLM versions that estimate graph memory while profiling take the estimate off the KV budget, so
+// 0.9 starts stock; 0.95 still runs out of memory (autotune is not estimated), and deferral
+// starts it with a larger cache than stock 0.9 gets.
+TEST(EngineTrace, DeferModeAlsoHelpsEnginesThatEstimateGraphMemory) {
+  const auto run = [](const char* u, std::vector<std::string> env) {
+    return run_engine(u, std::move(env), "", GRAPH_ESTIMATE_SCENARIO);
+  };
+  const RunResult stock_90 = run("0.9", {});
+  ASSERT_EQ(stock_90.exit_code, 0) << stock_90.out << stock_90.err;
+  EXPECT_EQ(run("0.95", {}).exit_code, 5) << "stock 0.95 runs out of memory";
+  const RunResult deferred = run("0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
+  ASSERT_EQ(deferred.exit_code, 0) << deferred.out << deferred.err;
+  EXPECT_NE(deferred.out.find("KV verified"), std::string::npos);
+  EXPECT_GT(started_kv_gib(deferred.out), started_kv_gib(stock_90.out) + 3.0) << stock_90.out << deferred.out;
+}
+
+// Commit on quiet instead of on graph capture: the KV cache is still deferred and committed, the
+// engine starts and its graphs still verify.
+TEST(EngineTrace, QuietCommitStartsTheGraphEstimatingEngine) {
+  const std::string dir = make_temp_dir();
+  const RunResult r = run_engine("0.8",
+                                 {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=quiet",
+                                  "KVREMAP_QUIET_MS=0", "KVREMAP_TRACE_DIR=" + dir},
+                                 "", GRAPH_ESTIMATE_SCENARIO);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+  EXPECT_GT(started_kv_gib(r.out), 0.0) << r.out;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  std::vector<std::string> kv_events;
+  for (const auto& e : kvremap::trace::read_trace(files[0]).other_events)
+    if (e.cat == "kv") kv_events.push_back(e.name);
+  EXPECT_EQ(kv_events, (std::vector<std::string>{"kv deferred", "kv commit plan", "kv committed"}));
 }
 
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
