@@ -172,7 +172,8 @@ std::string read_cmdline() {
   std::_Exit(1);
 }
 
-void commit_locked(KvState& k) {
+// `trigger`: the decision point that committed, for the trace ("graph launch", "kvremap_commit", ...).
+void commit_locked(KvState& k, const char* trigger) {
   if (!synchronize()) stop("kvremap: cannot commit the KV cache: synchronising the device failed");
   std::size_t free_bytes = 0, total = 0;
   if (!real_memory_info(&free_bytes, &total)) stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed");
@@ -221,8 +222,9 @@ void commit_locked(KvState& k) {
   g_pending.store(false);
   trace_kv_event(
       "kv committed",
-      fmt::format(R"({{"device":{},"kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})", k.device,
-                  in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
+      fmt::format(
+          R"({{"device":{},"trigger":"{}","kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})",
+          k.device, trigger, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
   if (k.arena->host_bytes() > 0) {
     // The plan counts nominal chunks; say what was actually placed.
     log().warn("{} (placed: {} chunks, {:.2f} GiB, on host memory)", plan.message, k.arena->host_chunks(),
@@ -291,15 +293,19 @@ void kv_before(KvPoint point) {
     defer_locked(k);
   if (!k.deferred || k.deferred_bytes == 0) return;
   bool commit = false;
+  const char* trigger = "";
   switch (point) {
     case KvPoint::kMemoryQuery:
       commit = k.trigger.on_memory_query(now);
+      trigger = "memory query";
       break;
     case KvPoint::kGraphLaunch:
       commit = k.trigger.on_graph_launch(now);
+      trigger = "graph launch";
       break;
     case KvPoint::kKernelLaunch:
       commit = k.trigger.on_kernel_launch(now);
+      trigger = "kernel launch";
       break;
     case KvPoint::kAllocation:
     case KvPoint::kModuleLoad:
@@ -308,7 +314,7 @@ void kv_before(KvPoint point) {
     case KvPoint::kCaptureBegin:
       break;
   }
-  if (commit) commit_locked(k);
+  if (commit) commit_locked(k, trigger);
 }
 
 void kv_capture_began() {
@@ -366,7 +372,7 @@ extern "C" __attribute__((visibility("default"))) int kvremap_commit(void) {
     KvState& k = K();
     std::lock_guard<std::mutex> g(k.lock);
     if (!k.deferred || k.committed || !k.trigger.on_manual_commit()) return -1;
-    commit_locked(k);
+    commit_locked(k, "kvremap_commit");
     return 0;
   } catch (...) {
     return -1;

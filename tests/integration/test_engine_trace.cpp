@@ -123,6 +123,7 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     // pool, 0.3 GiB of graph execs and 0.4 GiB of modules.
     for (const auto& e : trace.other_events) {
       if (e.name != "kv committed") continue;
+      EXPECT_EQ(e.args.at("trigger"), "graph launch") << "auto commits before the first replay";
       const auto& peaks = e.args.at("post_kv_peaks");
       const auto gib_above = [&](const char* c) { return peaks.at(c).at("peak_above").get<double>() / (1ull << 30); };
       EXPECT_NEAR(gib_above("other"), 11.0, 0.05);
@@ -178,8 +179,13 @@ TEST(EngineTrace, QuietCommitStartsTheGraphEstimatingEngine) {
   const auto files = trace_files(dir);
   ASSERT_EQ(files.size(), 1u);
   std::vector<std::string> kv_events;
-  for (const auto& e : kvremap::trace::read_trace(files[0]).other_events)
+  for (const auto& e : kvremap::trace::read_trace(files[0]).other_events) {
     if (e.cat == "kv") kv_events.push_back(e.name);
+    // With no quiet time the first kernel launch after the burst commits, before any capture.
+    if (e.name == "kv committed") {
+      EXPECT_EQ(e.args.at("trigger"), "kernel launch");
+    }
+  }
   EXPECT_EQ(kv_events, (std::vector<std::string>{"kv deferred", "kv commit plan", "kv committed"}));
 }
 

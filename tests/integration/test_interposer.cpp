@@ -247,9 +247,11 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
     const char* mode;
     bool call_commit;
     bool committed_before_query;  // first-query commits at the query; the others after it
+    const char* trigger;          // the decision point the trace names
   };
-  for (const Case& c : {Case{"auto", false, false}, Case{"graph-launch", false, false},
-                        Case{"first-query", false, true}, Case{"manual", true, false}}) {
+  for (const Case& c :
+       {Case{"auto", false, false, "graph launch"}, Case{"graph-launch", false, false, "graph launch"},
+        Case{"first-query", false, true, "memory query"}, Case{"manual", true, false, "kvremap_commit"}}) {
     SCOPED_TRACE(c.mode);
     std::vector<std::string> env = {"KVREMAP_MODE=defer", std::string("KVREMAP_COMMIT=") + c.mode};
     if (c.call_commit) env.push_back("TAGGED_CALL_COMMIT=1");
@@ -263,7 +265,10 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
     double deferred_ts = -1, committed_ts = -1;
     for (const auto& e : trace.other_events) {
       if (e.name == "kv deferred") deferred_ts = e.event.ts_us;
-      if (e.name == "kv committed") committed_ts = e.event.ts_us;
+      if (e.name == "kv committed") {
+        committed_ts = e.event.ts_us;
+        EXPECT_EQ(e.args.at("trigger"), c.trigger);
+      }
     }
     ASSERT_GE(deferred_ts, 0) << "the KV cache was deferred";
     ASSERT_GT(committed_ts, deferred_ts) << "and committed";
