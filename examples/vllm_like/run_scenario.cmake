@@ -21,17 +21,4 @@ if(SIMCUDA_ENV AND DEFINED SCENARIO)
   endforeach()
 endif()
 
-# Space-separated because add_test would split a ';'-list argument before it reaches this script.
-separate_arguments(program_args UNIX_COMMAND "${ARGS}")
-execute_process(
-  COMMAND ${PROGRAM} ${program_args}
-  RESULT_VARIABLE status
-  OUTPUT_VARIABLE output
-  ERROR_VARIABLE output)
-message("${output}")
-if(NOT status STREQUAL "${STATUS}")
-  message(FATAL_ERROR "${PROGRAM} exited with '${status}', expected '${STATUS}'")
-endif()
-if(NOT output MATCHES "${EXPECT}")
-  message(FATAL_ERROR "${PROGRAM}: output does not match '${EXPECT}'")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../run_and_expect.cmake)
