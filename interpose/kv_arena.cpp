@@ -88,8 +88,15 @@ CUresult KvArena::map_scratch(CUdeviceptr va, std::uint64_t bytes) {
 }
 
 void KvArena::release_handles(std::vector<Chunk>& chunks) {
+  // Earlier releases that failed: the driver may take them now.
+  std::vector<CUmemGenericAllocationHandle> still;
+  for (CUmemGenericAllocationHandle h : release_later_)
+    if (driver_.release(h) != CUDA_SUCCESS) still.push_back(h);
+  release_later_.swap(still);
   for (Chunk& c : chunks) {
-    if (c.handle && driver_.release(c.handle) != CUDA_SUCCESS) release_later_.push_back(c.handle);
+    // Once more at once (a transient failure), else kept and retried at the next release.
+    if (c.handle && driver_.release(c.handle) != CUDA_SUCCESS && driver_.release(c.handle) != CUDA_SUCCESS)
+      release_later_.push_back(c.handle);
     c.handle = 0;
   }
 }

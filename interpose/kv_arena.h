@@ -66,6 +66,8 @@ class KvArena {
   std::uint64_t region_bytes(CUdeviceptr base) const;
   Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
   std::uint64_t chunk_bytes() const { return config_.chunk_bytes; }
+  CUdeviceptr base() const { return base_; }
+  std::uint64_t reserved_bytes() const { return config_.reserve_bytes; }
   std::uint64_t host_chunks() const;  // over all regions
   std::uint64_t host_bytes() const;
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +22,14 @@
 #include "interpose/tracker.h"
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
+#include "policy/kv_recognition.h"
 
 namespace kvremap::interpose {
 namespace {
 
-struct Candidate {
+using policy::KvTag;
+
+struct Placement {
   CUdeviceptr base = 0;
   std::uint64_t requested = 0;
   bool kv = false;
@@ -35,35 +39,67 @@ struct Candidate {
 // kvremap_tag_push/pop: the calling thread's open tags, innermost last.
 thread_local std::vector<std::string> t_tags;
 
-bool tagged_kv() { return !t_tags.empty() && t_tags.back() == "kv"; }
+KvTag current_tag() {
+  if (t_tags.empty()) return KvTag::untagged;
+  return t_tags.back() == "kv" ? KvTag::kv : KvTag::not_kv;
+}
 
-struct KvState {
-  std::mutex lock;
-  int device = 0;
+constexpr int kMaxKvDevices = 64;
+
+// One device's arena and where its KV cache stands; each device defers and commits on its own,
+// at calls made while it is the current device.
+struct DeviceKv {
+  explicit DeviceKv(int d, const policy::TriggerConfig& t) : device(d), trigger(t) {}
+  int device;
   std::unique_ptr<KvArena> arena;
   bool arena_failed = false;
-  std::vector<Candidate> regions;
+  std::vector<Placement> regions;
   bool deferred = false;   // the KV burst is over and its regions are on scratch
   bool committed = false;  // backed again for good
   std::uint64_t deferred_bytes = 0;
-  policy::CommitTrigger trigger{policy::TriggerConfig{}};
+  policy::CommitTrigger trigger;
+};
+
+struct KvState {
+  std::mutex lock;
+  policy::TriggerConfig trigger_config;
+  std::array<std::unique_ptr<DeviceKv>, kMaxKvDevices> devices;
+
+  DeviceKv& at(int device) {
+    auto& slot = devices[static_cast<std::size_t>(device >= 0 && device < kMaxKvDevices ? device : 0)];
+    if (!slot) slot = std::make_unique<DeviceKv>(device, trigger_config);
+    return *slot;
+  }
 };
 
 KvState& K() {
   static KvState* state = [] {
     auto* s = new KvState;
     const policy::Options& o = options();
-    policy::TriggerConfig t;
-    t.mode = static_cast<policy::TriggerMode>(static_cast<int>(o.commit));
-    t.quiet_ns = o.quiet_ms * 1'000'000ULL;
-    s->trigger = policy::CommitTrigger(t);
+    s->trigger_config.mode = static_cast<policy::TriggerMode>(static_cast<int>(o.commit));
+    s->trigger_config.quiet_ns = o.quiet_ms * 1'000'000ULL;
     return s;
   }();
   return *state;
 }
 
-// Deferred and not committed: the launch hooks' one-load check.
-std::atomic<bool> g_pending{false};
+// Checks the hooks make before taking the lock. g_active: devices with arena regions not yet
+// committed (something to defer or commit). g_pending: devices deferred and not committed (the
+// launch hooks' one-load check, and memory queries' adjustment).
+std::atomic<int> g_active{0};
+std::atomic<int> g_pending{0};
+std::atomic<bool> g_any_arena{false};  // frees need the lock only once an arena exists
+
+void refresh_counts(KvState& k) {
+  int active = 0, pending = 0;
+  for (const auto& d : k.devices) {
+    if (!d || d->committed) continue;
+    if (!d->regions.empty()) ++active;
+    if (d->deferred && d->deferred_bytes > 0) ++pending;
+  }
+  g_active.store(active);
+  g_pending.store(pending);
+}
 
 template <typename Fn>
 Fn driver_fn(const char* name, int version) {
@@ -74,42 +110,47 @@ Fn driver_fn(const char* name, int version) {
   return reinterpret_cast<Fn>(fn);
 }
 
-bool make_arena(KvState& k, int device) {
-  if (k.arena) return true;
-  if (k.arena_failed) return false;
-  ArenaDriver d{};
-  d.address_reserve = driver_fn<decltype(d.address_reserve)>("cuMemAddressReserve", 10020);
-  d.address_free = driver_fn<decltype(d.address_free)>("cuMemAddressFree", 10020);
-  d.create = driver_fn<decltype(d.create)>("cuMemCreate", 10020);
-  d.release = driver_fn<decltype(d.release)>("cuMemRelease", 10020);
-  d.map = driver_fn<decltype(d.map)>("cuMemMap", 10020);
-  d.unmap = driver_fn<decltype(d.unmap)>("cuMemUnmap", 10020);
-  d.set_access = driver_fn<decltype(d.set_access)>("cuMemSetAccess", 10020);
-  d.memset_d8 = driver_fn<decltype(d.memset_d8)>("cuMemsetD8", 3020);
+bool make_arena(DeviceKv& d) {
+  if (d.arena) return true;
+  if (d.arena_failed) return false;
+  ArenaDriver drv{};
+  drv.address_reserve = driver_fn<decltype(drv.address_reserve)>("cuMemAddressReserve", 10020);
+  drv.address_free = driver_fn<decltype(drv.address_free)>("cuMemAddressFree", 10020);
+  drv.create = driver_fn<decltype(drv.create)>("cuMemCreate", 10020);
+  drv.release = driver_fn<decltype(drv.release)>("cuMemRelease", 10020);
+  drv.map = driver_fn<decltype(drv.map)>("cuMemMap", 10020);
+  drv.unmap = driver_fn<decltype(drv.unmap)>("cuMemUnmap", 10020);
+  drv.set_access = driver_fn<decltype(drv.set_access)>("cuMemSetAccess", 10020);
+  drv.memset_d8 = driver_fn<decltype(drv.memset_d8)>("cuMemsetD8", 3020);
   auto granularity = driver_fn<CUresult (*)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags)>(
       "cuMemGetAllocationGranularity", 10020);
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
+  prop.location.id = d.device;
   size_t granule = 0;
   if (!granularity || granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) granule = 0;
   const policy::Options& o = options();
   ArenaConfig c;
   c.granularity = granule;
-  c.device = device;
+  c.device = d.device;
   c.chunk_bytes = o.chunk_bytes;
   c.scratch_bytes = o.scratch_bytes;
-  c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(device);
+  c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(d.device);
   CUresult error = CUDA_ERROR_INVALID_VALUE;
-  if (d.address_reserve && d.address_free && d.create && d.release && d.map && d.unmap && d.set_access && d.memset_d8)
-    k.arena = KvArena::create(d, c, &error);
-  if (!k.arena) {
-    k.arena_failed = true;
-    log().error("KV arena unavailable (driver error {}): KV stays in ordinary allocations", static_cast<int>(error));
+  if (drv.address_reserve && drv.address_free && drv.create && drv.release && drv.map && drv.unmap &&
+      drv.set_access && drv.memset_d8)
+    d.arena = KvArena::create(drv, c, &error);
+  if (!d.arena) {
+    d.arena_failed = true;
+    log().error("device {}: KV arena unavailable (driver error {}): KV stays in ordinary allocations", d.device,
+                static_cast<int>(error));
     return false;
   }
-  k.device = device;
+  g_any_arena.store(true);
+  trace_kv_event("kv arena reserved",
+                 fmt::format(R"({{"device":{},"base":"{:#x}","reserved_bytes":{},"chunk_bytes":{},"granularity":{}}})",
+                             d.device, d.arena->base(), d.arena->reserved_bytes(), c.chunk_bytes, granule));
   return true;
 }
 
@@ -119,36 +160,33 @@ bool synchronize() {
 }
 
 // The KV burst is over: its tensors go onto scratch; other arena placements stay backed.
-void defer_locked(KvState& k) {
-  const std::uint64_t tensor = kv_tensor_bytes(k.device);
-  const bool any_tagged = std::any_of(k.regions.begin(), k.regions.end(), [](const Candidate& r) { return r.tagged; });
-  if ((tensor == 0 && !any_tagged) || !k.arena) return;
+void defer_locked(DeviceKv& d) {
+  if (!d.arena) return;
+  const std::uint64_t tensor = policy::kv_tensor_size(kv_tensor_bytes(d.device), options().kv_tensor_bytes);
   if (!synchronize()) {
-    log().warn("KV deferral skipped: synchronising the device failed");
+    log().warn("device {}: KV deferral skipped: synchronising the device failed", d.device);
     return;
   }
   std::size_t kv_regions = 0;
-  for (Candidate& r : k.regions) {
-    // Tagged allocations are KV; untagged ones are when they match the recognised burst's size.
-    r.kv = r.tagged || (tensor != 0 && r.requested == tensor);
+  for (Placement& r : d.regions) {
+    r.kv = policy::is_kv(policy::ArenaPlacement{r.requested, r.tagged}, tensor);
     reclassify(r.base, r.kv);
     if (!r.kv) continue;
     ++kv_regions;
-    if (CUresult e = k.arena->defer(r.base); e != CUDA_SUCCESS) {
+    if (CUresult e = d.arena->defer(r.base); e != CUDA_SUCCESS) {
       log().warn("KV region at {:#x} stays backed: deferral failed with driver error {}", r.base, static_cast<int>(e));
       r.kv = false;
       continue;
     }
-    k.deferred_bytes += k.arena->region_bytes(r.base);
+    d.deferred_bytes += d.arena->region_bytes(r.base);
   }
-  k.deferred = true;
-  start_post_kv_peaks(k.device);
-  k.trigger.arm(trace_now_ns());
-  g_pending.store(k.deferred_bytes > 0);
+  d.deferred = true;
+  start_post_kv_peaks(d.device);
+  d.trigger.arm(trace_now_ns());
   trace_kv_event("kv deferred",
                  fmt::format(R"({{"device":{},"regions":{},"tensor_bytes":{},"deferred_bytes":{},"scratch_bytes":{}}})",
-                             k.device, kv_regions, tensor, k.deferred_bytes, options().scratch_bytes));
-  log().info("KV burst over: {} tensors of {} bytes deferred onto scratch", kv_regions, tensor);
+                             d.device, kv_regions, tensor, d.deferred_bytes, options().scratch_bytes));
+  log().info("device {}: KV burst over: {} tensors of {} bytes deferred onto scratch", d.device, kv_regions, tensor);
 }
 
 int host_vmm_supported(int device) {
@@ -173,7 +211,7 @@ std::string read_cmdline() {
 }
 
 // `trigger`: the decision point that committed, for the trace ("graph launch", "kvremap_commit", ...).
-void commit_locked(KvState& k, const char* trigger) {
+void commit_locked(DeviceKv& k, const char* trigger) {
   if (!synchronize()) stop("kvremap: cannot commit the KV cache: synchronising the device failed");
   std::size_t free_bytes = 0, total = 0;
   if (!real_memory_info(&free_bytes, &total)) stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed");
@@ -202,7 +240,7 @@ void commit_locked(KvState& k, const char* trigger) {
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message);
   // The device takes whole chunks in region order until the plan's share is used; the rest is host.
   std::uint64_t device_budget = plan.device_chunks * o.chunk_bytes;
-  for (Candidate& r : k.regions) {
+  for (Placement& r : k.regions) {
     if (!r.kv) continue;
     std::uint64_t on_device = 0;
     CUresult e = k.arena->commit(r.base, device_budget, &on_device);
@@ -219,7 +257,7 @@ void commit_locked(KvState& k, const char* trigger) {
   }
   k.committed = true;
   k.trigger.committed();
-  g_pending.store(false);
+  refresh_counts(K());
   trace_kv_event(
       "kv committed",
       fmt::format(
@@ -239,21 +277,31 @@ void commit_locked(KvState& k, const char* trigger) {
 bool kv_mode() { return options().mode == policy::Mode::defer; }
 
 bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result) {
-  if (!kv_mode() || capture_open() || !tracking()) return false;
-  const bool tagged = tagged_kv();
-  if (!tagged && bytes < options().kv_min_bytes) return false;
+  if (!kv_mode() || !tracking()) return false;
+  const policy::Options& o = options();
+  const KvTag tag = current_tag();
+  if (!policy::may_place_in_arena(bytes, tag, o.kv_min_bytes, o.kv_tensor_bytes) || capture_open()) return false;
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (k.deferred || k.committed || (!tagged && !kv_window(device)) || !make_arena(k, device)) return false;
+  DeviceKv& d = k.at(device);
+  policy::PlacementQuery q;
+  q.bytes = bytes;
+  q.tag = tag;
+  q.kv_window = kv_window(device);
+  q.burst_over = d.deferred || d.committed;
+  q.min_bytes = o.kv_min_bytes;
+  q.tensor_override = o.kv_tensor_bytes;
+  if (!policy::place_in_arena(q) || !make_arena(d)) return false;
   CUdeviceptr base = 0;
-  const CUresult r = k.arena->allocate(bytes, &base);
+  const CUresult r = d.arena->allocate(bytes, &base);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     *result = r;  // what the plain allocation would have said too
     return true;
   }
   if (r != CUDA_SUCCESS) return false;  // e.g. the reservation is full: an ordinary allocation then
-  k.regions.push_back(Candidate{base, bytes, tagged, tagged});
+  d.regions.push_back(Placement{base, bytes, tag == KvTag::kv, tag == KvTag::kv});
+  refresh_counts(k);
   on_alloc(base, bytes, AllocKind::kKvArena, api, return_address, device);
   *ptr = base;
   *result = CUDA_SUCCESS;
@@ -261,85 +309,110 @@ bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUd
 }
 
 bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
-  if (!kv_mode()) return false;
+  if (!kv_mode() || !g_any_arena.load(std::memory_order_relaxed)) return false;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (!k.arena || !k.arena->contains(ptr)) return false;
-  auto it = std::find_if(k.regions.begin(), k.regions.end(), [&](const Candidate& r) { return r.base == ptr; });
-  if (it == k.regions.end()) {
-    *result = CUDA_ERROR_INVALID_VALUE;
+  for (auto& slot : k.devices) {
+    if (!slot || !slot->arena || !slot->arena->contains(ptr)) continue;
+    DeviceKv& d = *slot;
+    auto it = std::find_if(d.regions.begin(), d.regions.end(), [&](const Placement& r) { return r.base == ptr; });
+    if (it == d.regions.end()) {
+      *result = CUDA_ERROR_INVALID_VALUE;
+      return true;
+    }
+    if (it->kv && d.deferred && !d.committed) d.deferred_bytes -= d.arena->region_bytes(ptr);
+    *result = d.arena->release(ptr);
+    d.regions.erase(it);
+    refresh_counts(k);
+    on_free(ptr, AllocKind::kKvArena, api);
     return true;
   }
-  if (it->kv && k.deferred && !k.committed) k.deferred_bytes -= k.arena->region_bytes(ptr);
-  *result = k.arena->release(ptr);
-  k.regions.erase(it);
-  on_free(ptr, AllocKind::kKvArena, api);
-  return true;
+  return false;
 }
 
 void kv_before(KvPoint point) {
   if (!kv_mode() || capture_open()) return;
-  if (point == KvPoint::kKernelLaunch && !g_pending.load(std::memory_order_relaxed)) return;
+  if (point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed) == 0
+                                      : g_active.load(std::memory_order_relaxed) == 0)
+    return;
+  const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (k.committed) return;
+  DeviceKv& d = k.at(device);
+  if (d.committed || d.regions.empty()) return;
   const std::uint64_t now = trace_now_ns();
-  // A kernel launch does not end the burst: torch.zeros launches one per KV tensor inside it. A
-  // tagged burst ends when its tag is closed.
-  const bool tagged_burst =
-      std::any_of(k.regions.begin(), k.regions.end(), [](const Candidate& r) { return r.tagged; });
-  if (!k.deferred && point != KvPoint::kKernelLaunch && point != KvPoint::kGraphLaunch && !k.regions.empty() &&
-      !tagged_kv() && (tagged_burst || kv_burst_recognised(k.device)))
-    defer_locked(k);
-  if (!k.deferred || k.deferred_bytes == 0) return;
+  if (!d.deferred) {
+    const std::uint64_t tensor = policy::kv_tensor_size(kv_tensor_bytes(device), options().kv_tensor_bytes);
+    policy::BurstEndQuery q;
+    q.launch = point == KvPoint::kKernelLaunch || point == KvPoint::kGraphLaunch;
+    q.have_placements = true;
+    q.kv_tag_open = current_tag() == KvTag::kv;
+    q.any_tagged = std::any_of(d.regions.begin(), d.regions.end(), [](const Placement& r) { return r.tagged; });
+    q.burst_recognised = kv_burst_recognised(device);
+    q.tensor_bytes = options().kv_tensor_bytes != 0 ? tensor : 0;
+    q.placement_of_tensor_size =
+        std::any_of(d.regions.begin(), d.regions.end(), [&](const Placement& r) { return r.requested == tensor; });
+    if (policy::kv_burst_over(q)) {
+      defer_locked(d);
+      refresh_counts(k);
+    }
+  }
+  if (!d.deferred || d.deferred_bytes == 0) return;
   bool commit = false;
   const char* trigger = "";
   switch (point) {
     case KvPoint::kMemoryQuery:
-      commit = k.trigger.on_memory_query(now);
+      commit = d.trigger.on_memory_query(now);
       trigger = "memory query";
       break;
     case KvPoint::kGraphLaunch:
-      commit = k.trigger.on_graph_launch(now);
+      commit = d.trigger.on_graph_launch(now);
       trigger = "graph launch";
       break;
     case KvPoint::kKernelLaunch:
-      commit = k.trigger.on_kernel_launch(now);
+      commit = d.trigger.on_kernel_launch(now);
       trigger = "kernel launch";
       break;
     case KvPoint::kAllocation:
     case KvPoint::kModuleLoad:
-      k.trigger.start_up_activity(now);
+      d.trigger.start_up_activity(now);
       break;
     case KvPoint::kCaptureBegin:
       break;
   }
-  if (commit) commit_locked(k, trigger);
+  if (commit) commit_locked(d, trigger);
 }
 
+// A capture on any device is start-up activity for all of them, and blocks their commits while open.
 void kv_capture_began() {
   if (!kv_mode()) return;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  k.trigger.capture_began(trace_now_ns());
+  const std::uint64_t now = trace_now_ns();
+  for (auto& d : k.devices)
+    if (d) d->trigger.capture_began(now);
 }
 
 void kv_capture_ended() {
   if (!kv_mode()) return;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  k.trigger.capture_ended(trace_now_ns());
+  const std::uint64_t now = trace_now_ns();
+  for (auto& d : k.devices)
+    if (d) d->trigger.capture_ended(now);
 }
 
 std::size_t kv_reported_free(std::size_t driver_free) {
-  if (!g_pending.load(std::memory_order_relaxed)) return driver_free;
+  if (g_pending.load(std::memory_order_relaxed) == 0) return driver_free;
+  const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (!k.deferred || k.committed) return driver_free;
+  const DeviceKv& d = k.at(device);
+  if (!d.deferred || d.committed) return driver_free;
   // The scratch stands in for all of the deferred KV: what is free beyond it is what the engine
   // would see with the KV cache fully backed.
   const std::uint64_t hidden =
-      k.deferred_bytes > options().scratch_bytes ? k.deferred_bytes - options().scratch_bytes : 0;
+      d.deferred_bytes > options().scratch_bytes ? d.deferred_bytes - options().scratch_bytes : 0;
   return driver_free > hidden ? driver_free - hidden : 0;
 }
 
@@ -369,10 +442,12 @@ extern "C" __attribute__((visibility("default"))) int kvremap_commit(void) {
   using namespace kvremap::interpose;
   try {
     if (!kv_mode() || capture_open()) return -1;
+    const int device = tracked_device_now();
     KvState& k = K();
     std::lock_guard<std::mutex> g(k.lock);
-    if (!k.deferred || k.committed || !k.trigger.on_manual_commit()) return -1;
-    commit_locked(k, "kvremap_commit");
+    DeviceKv& d = k.at(device);
+    if (!d.deferred || d.committed || !d.trigger.on_manual_commit()) return -1;
+    commit_locked(d, "kvremap_commit");
     return 0;
   } catch (...) {
     return -1;

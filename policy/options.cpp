@@ -44,7 +44,7 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 14> kOptions{{
+constexpr std::array<OptionSpec, 15> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
      "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing; `defer` also places the KV "
      "cache in its arena, defers its backing during start-up work and commits it afterwards.",
@@ -75,6 +75,10 @@ constexpr std::array<OptionSpec, 14> kOptions{{
     {"KVREMAP_KV_MIN_BYTES", OptionType::size, "64MiB", {},
      "Allocations at least this large made after the engine's sizing memory query are KV-cache candidates.",
      assign_plain<&Options::kv_min_bytes>, read_plain<&Options::kv_min_bytes>},
+    {"KVREMAP_KV_TENSOR_BYTES", OptionType::size, "0", {},
+     "Size of each KV-cache tensor, for engines whose start-up recognition misses: allocations of exactly this "
+     "size (outside capture, until the KV cache is deferred) are KV; `0` recognises the size from the KV burst.",
+     assign_plain<&Options::kv_tensor_bytes>, read_plain<&Options::kv_tensor_bytes>},
     {"KVREMAP_TRACE",
      OptionType::boolean,
      "on",

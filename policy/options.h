@@ -46,6 +46,7 @@ struct Options {
   std::uint64_t scratch_bytes{};
   std::uint64_t arena_bytes{};   // 0: twice the device's memory
   std::uint64_t kv_min_bytes{};
+  std::uint64_t kv_tensor_bytes{};  // 0: recognise the KV tensors' size from the burst
   bool trace{};
   std::string trace_dir;
   LogLevel log_level{};

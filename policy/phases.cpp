@@ -49,7 +49,7 @@ std::optional<PhaseChange> PhaseTracker::observe(const Event& event) {
 
 bool PhaseTracker::kv_eligible() const {
   if (!open_captures_.empty()) return false;
-  if (phase_ == Phase::loading) return weights_in_;
+  if (phase_ == Phase::loading) return sizing_query_seen_;
   if (phase_ == Phase::profiling) return profiling_query_seen_;
   return false;
 }
@@ -95,6 +95,7 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
 
 std::optional<PhaseChange> PhaseTracker::on_query(const Event&, const MemoryQuery& query) {
   const bool weights_query = phase_ == Phase::loading && queries_ > 0 && bytes_since_query_ >= rules_.weights_min_bytes;
+  if (phase_ == Phase::loading && weights_in_) sizing_query_seen_ = true;
   if (weights_query) weights_in_ = true;
   if (phase_ == Phase::profiling) profiling_query_seen_ = true;
   ++queries_;

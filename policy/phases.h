@@ -46,11 +46,15 @@ struct PhaseChange {
 //  init -> loading: the first allocation.
 //  loading: the first memory query is the baseline. A later query with >= weights_min_bytes allocated
 //    since the query before it is the post-weights query; weight-sized runs of identical tensors
-//    (MoE experts) come before it and can never be taken for KV.
+//    (MoE experts) come before it and can never be taken for KV. In loading, the KV window opens at
+//    the next query (SGLang queries when loading ends and again to size its pool), not at the
+//    post-weights query itself: that one is vLLM's "before profile" query, and the profiling
+//    activations that follow must stay out of the arena. (Kernel counts cannot tell a forward pass
+//    from weight post-processing, so a query after an unannounced forward pass does not open it.)
 //  loading -> profiling: profiling_min_kernels kernel launches after the post-weights query with no
 //    query or KV burst in between (vLLM's profile_run, preceded by its "before profile" query).
-//    Engines that query only before and after profiling go loading -> kv_allocation, counting the
-//    profiling activations as loading.
+//    Engines that query only before and after profiling go loading -> kv_allocation once they query
+//    a second time after the weights.
 //  -> kv_allocation (from loading after the post-weights query, SGLang; or from profiling after a
 //    query taken during profiling, vLLM's "after profile" sizing query): a KV burst as defined in
 //    PhaseRules, with no capture open. Activations of the profiling pass precede that query, and runs
@@ -109,6 +113,7 @@ class PhaseTracker {
   std::uint64_t first_kernel_since_query_ns_ = 0;
   std::uint64_t last_query_free_ = 0;
   bool weights_in_ = false;            // the post-weights query has been seen
+  bool sizing_query_seen_ = false;     // loading: a query the KV cache may be sized from (see kv_eligible)
   bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
 
   KvRun run_;  // during kv_allocation: the burst itself

@@ -201,7 +201,10 @@ std::uint64_t Engine::estimate_graph_memory() {
 
 void Engine::size_kv_sglang() {
   begin_phase("profiling");
-  // SGLang: no profiling run; whatever is free after the weights, minus the static reserve.
+  // SGLang: no profiling run; whatever is free after the weights, minus the static reserve. It
+  // logs the memory left when loading ends ("Load weight end ... avail mem"), then queries again to
+  // size the pool (profile_max_num_token).
+  query_free();
   const std::uint64_t free = query_free();
   const std::uint64_t reserve = total_ - requested_;
   std::printf("vllm_like: phase profiling: skipped (sglang): free after weights %s GiB, static reserve %s GiB\n",

@@ -1,5 +1,5 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged
+// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -183,6 +183,28 @@ int fork_workers() {
   return failures;
 }
 
+// With TAGGED_REPORT=1: the simulated driver's VMM objects still alive and its call counts, for
+// the fault-injection test (leaks, and how many calls of each function there are to fail).
+void report_driver_state() {
+  using Count = unsigned long long (*)();
+  using Calls = unsigned long long (*)(const char*);
+  auto get = [](const char* name) { return dlsym(RTLD_DEFAULT, name); };
+  auto handles = reinterpret_cast<Count>(get("simcuda_live_handles"));
+  auto reservations = reinterpret_cast<Count>(get("simcuda_live_reservations"));
+  auto mappings = reinterpret_cast<Count>(get("simcuda_live_mappings"));
+  auto host = reinterpret_cast<Count>(get("simcuda_host_used_bytes"));
+  auto calls = reinterpret_cast<Calls>(get("simcuda_call_count"));
+  if (!handles || !reservations || !mappings || !host || !calls) return;
+  std::printf("live: handles=%llu reservations=%llu mappings=%llu host_bytes=%llu\n", handles(), reservations(),
+              mappings(), host());
+  std::printf("calls:");
+  for (const char* fn : {"cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+                         "cuMemsetD8_v2", "cuMemRelease", "cuMemAddressFree", "cuCtxSynchronize", "cuMemGetInfo_v2",
+                         "cuDeviceGetAttribute", "cuMemGetAllocationGranularity"})
+    std::printf(" %s=%llu", fn, calls(fn));
+  std::printf("\n");
+}
+
 // An engine that tags its KV cache explicitly (as a plugin would through ctypes), then captures a
 // graph writing into it, queries memory and replays the graph. With TAGGED_CALL_COMMIT=1 it calls
 // kvremap_commit() before the replay. The output is the same with or without kvremap.
@@ -228,8 +250,54 @@ int tagged() {
               "read back");
   TAGGED_STEP(back[0] == 0x7a && back[1] == 0, "the replay wrote into the KV cache, the rest is zero");
   for (auto& t : kv) TAGGED_STEP(cudaFree(t) == cudaSuccess, "KV freed");
+  if (std::getenv("TAGGED_REPORT")) report_driver_state();
   return failures;
 #undef TAGGED_STEP
+}
+
+// Two devices in one process, each with its own tagged KV cache, captured graph and replay.
+int two_devices() {
+  using Tag = int (*)(const char*);
+  using Call = int (*)();
+  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
+  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  int count = 0;
+  check(cudaGetDeviceCount(&count) == cudaSuccess && count >= 2, "two devices");
+  if (failures) return 1;
+  unsigned char* kv[2][2] = {};
+  cudaStream_t stream[2] = {};
+  cudaGraphExec_t exec[2] = {};
+  for (int d = 0; d < 2; ++d) {
+    check(cudaSetDevice(d) == cudaSuccess, "set device");
+    void* warm = nullptr;
+    check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+    if (push) push("kv");
+    for (auto& t : kv[d]) {
+      check(cudaMalloc(reinterpret_cast<void**>(&t), 48 * kMiB) == cudaSuccess, "KV tensor");
+      check(cudaMemset(t, 0, 48 * kMiB) == cudaSuccess, "KV zeroed");
+    }
+    if (pop) pop();
+    std::printf("device %d KV at %p %p\n", d, static_cast<void*>(kv[d][0]), static_cast<void*>(kv[d][1]));
+    void* autotune = nullptr;
+    check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+    check(cudaStreamCreateWithFlags(&stream[d], cudaStreamNonBlocking) == cudaSuccess, "stream");
+    check(cudaStreamBeginCapture(stream[d], cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
+    check(cudaMemsetAsync(kv[d][1] + 8192, 0x40 + d, 4096, stream[d]) == cudaSuccess, "captured write into KV");
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream[d], &graph) == cudaSuccess, "end capture");
+    check(cudaGraphInstantiate(&exec[d], graph, 0) == cudaSuccess, "instantiate");
+  }
+  for (int d = 0; d < 2; ++d) {
+    check(cudaSetDevice(d) == cudaSuccess, "set device");
+    check(cudaGraphLaunch(exec[d], stream[d]) == cudaSuccess, "replay");
+    check(cudaStreamSynchronize(stream[d]) == cudaSuccess, "synchronize");
+    unsigned char back[2] = {};
+    check(cudaMemcpy(&back[0], kv[d][1] + 8192, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(&back[1], kv[d][0], 1, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "read back");
+    check(back[0] == 0x40 + d && back[1] == 0, "the replay wrote into this device's KV cache, the rest is zero");
+  }
+  return failures;
 }
 
 volatile sig_atomic_t g_interrupted = 0;
@@ -268,6 +336,7 @@ int main(int argc, char** argv) {
   if (mode == "wait") return wait_forever();
   if (mode == "interrupt") return handle_interrupt();
   if (mode == "tagged") return tagged();
-  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged\n");
+  if (mode == "two-devices") return two_devices();
+  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices\n");
   return 2;
 }

@@ -118,7 +118,33 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     std::vector<std::string> kv_events;
     for (const auto& e : trace.other_events)
       if (e.cat == "kv") kv_events.push_back(e.name);
-    EXPECT_EQ(kv_events, (std::vector<std::string>{"kv deferred", "kv commit plan", "kv committed"}));
+    EXPECT_EQ(kv_events,
+              (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"}));
+    // Placed in the arena: the 48 KV tensors and the 256 MiB attention workspace allocated in the
+    // KV window — never weights, profiling activations or the IPC-shared all-reduce buffers.
+    std::size_t placed = 0, kv_regions = 0;
+    std::vector<std::uint64_t> moved_out;
+    for (const auto& a : trace.allocs) {
+      if (a.category != "kv") continue;
+      if (a.api == "kvremap reclassify") continue;
+      ++placed;
+    }
+    for (const auto& f : trace.frees)
+      if (f.api == "kvremap reclassify" && f.category == "kv") moved_out.push_back(f.bytes);
+    for (const auto& e : trace.other_events) {
+      if (e.name == "kv deferred") kv_regions = e.args.at("regions").get<std::size_t>();
+      if (e.name == "kv arena reserved") {
+        EXPECT_EQ(e.args.at("device"), 0);
+        // Default reservation: twice the device, rounded up to whole chunks.
+        const std::uint64_t reserved = e.args.at("reserved_bytes").get<std::uint64_t>();
+        EXPECT_GE(reserved, 2 * trace.device_total_bytes.at(0));
+        EXPECT_LT(reserved, 2 * trace.device_total_bytes.at(0) + e.args.at("chunk_bytes").get<std::uint64_t>());
+        EXPECT_EQ(reserved % e.args.at("chunk_bytes").get<std::uint64_t>(), 0u);
+      }
+    }
+    EXPECT_EQ(kv_regions, 48u);
+    EXPECT_EQ(placed, kv_regions + 1);
+    EXPECT_EQ(moved_out, (std::vector<std::uint64_t>{256ull << 20})) << "the workspace stays backed, as other";
     // What post-KV work really needed, measured: the scenario's 11 GiB autotune peak, 2.3 GiB graph
     // pool, 0.3 GiB of graph execs and 0.4 GiB of modules.
     for (const auto& e : trace.other_events) {
@@ -186,7 +212,8 @@ TEST(EngineTrace, QuietCommitStartsTheGraphEstimatingEngine) {
       EXPECT_EQ(e.args.at("trigger"), "kernel launch");
     }
   }
-  EXPECT_EQ(kv_events, (std::vector<std::string>{"kv deferred", "kv commit plan", "kv committed"}));
+  EXPECT_EQ(kv_events,
+            (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"}));
 }
 
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {

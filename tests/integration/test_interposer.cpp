@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -286,29 +288,105 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
   }
 }
 
-// A driver failure at any point of the deferral and the commit, through the real hook path: the
-// engine never crashes, and a replay that reports success always finds its data (never unbacked or
-// scratch-backed KV). kvremap either absorbs the failure (rollback, host tier) or stops with a line.
-TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptOrCrash) {
-  int stopped = 0, completed = 0;
-  for (const char* fn : {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemsetD8_v2"}) {
-    for (int nth = 1; nth <= 24; ++nth) {
-      const std::string fault =
-          std::string("SIMCUDA_FAIL=") + fn + ":" + std::to_string(nth) + ":CUDA_ERROR_OUT_OF_MEMORY";
+// A driver failure at every call the deferral and commit paths make (each position of each
+// function a clean run calls, counted by the simulator), through the real hook path: the engine
+// never crashes; a replay that reports success always finds its data (never unbacked or
+// scratch-backed KV); a run that completes leaves no VMM handle, mapping, reservation or host
+// memory behind beyond the arena's own reservation and scratch; kvremap either absorbs the
+// failure (rollback, host tier) or stops with one line.
+TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptCrashOrLeak) {
+  const std::vector<std::string> base = {"KVREMAP_MODE=defer", "KVREMAP_TRACE=off", "TAGGED_REPORT=1"};
+  const RunResult clean = run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY}));
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  std::smatch live;
+  const std::regex live_re(R"(live: handles=(\d+) reservations=(\d+) mappings=(\d+) host_bytes=(\d+))");
+  ASSERT_TRUE(std::regex_search(clean.out, live, live_re)) << clean.out;
+  const unsigned long clean_handles = std::stoul(live[1]);
+  EXPECT_EQ(live[2], "1") << "the arena's reservation";
+  EXPECT_EQ(live[3], "0") << "every KV region was freed";
+  EXPECT_EQ(live[4], "0");
+  const auto calls_at = clean.out.find("calls:");
+  ASSERT_NE(calls_at, std::string::npos) << clean.out;
+  const std::string calls_line = clean.out.substr(calls_at, clean.out.find('\n', calls_at) - calls_at);
+  std::vector<std::pair<std::string, int>> calls;
+  const std::regex call_re(R"(([A-Za-z0-9_]+)=(\d+))");
+  for (auto it = std::sregex_iterator(calls_line.begin(), calls_line.end(), call_re); it != std::sregex_iterator(); ++it)
+    calls.emplace_back((*it)[1], std::stoi((*it)[2]));
+  ASSERT_GE(calls.size(), 12u) << calls_line;
+
+  int stopped = 0, completed = 0, runs = 0;
+  for (const auto& [fn, count] : calls) {
+    for (int nth = 1; nth <= count; ++nth) {
+      const std::string fault = "SIMCUDA_FAIL=" + fn + ":" + std::to_string(nth) + ":CUDA_ERROR_OUT_OF_MEMORY";
       SCOPED_TRACE(fault);
-      Traced t = run_traced("tagged", {"KVREMAP_MODE=defer", fault});
-      ASSERT_EQ(t.run.signal, 0) << t.run.out << t.run.err;
-      const std::string& out = t.run.out;
-      const bool replay_ok = out.find("replay: ok") != std::string::npos &&
-                             out.find("synchronize: ok") != std::string::npos &&
-                             out.find("read back: ok") != std::string::npos;
+      ++runs;
+      const RunResult r =
+          run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY, fault}));
+      ASSERT_EQ(r.signal, 0) << r.out << r.err;
+      const bool replay_ok = r.out.find("replay: ok") != std::string::npos &&
+                             r.out.find("synchronize: ok") != std::string::npos &&
+                             r.out.find("read back: ok") != std::string::npos;
       if (replay_ok) {
-        EXPECT_NE(out.find("the replay wrote into the KV cache, the rest is zero: ok"), std::string::npos) << out;
+        EXPECT_NE(r.out.find("the replay wrote into the KV cache, the rest is zero: ok"), std::string::npos) << r.out;
       }
-      if (t.run.exit_code == 1 && t.run.err.find("kvremap:") != std::string::npos) ++stopped;
-      if (t.run.exit_code == 0) ++completed;
+      if (r.exit_code == 1 && r.err.find("kvremap:") != std::string::npos) ++stopped;
+      if (r.exit_code != 0) {
+        EXPECT_EQ(r.out.find("the replay wrote into the KV cache, the rest is zero: FAILED"), std::string::npos)
+            << r.out;
+        continue;
+      }
+      ++completed;
+      ASSERT_TRUE(std::regex_search(r.out, live, live_re)) << r.out;
+      EXPECT_LE(std::stoul(live[1]), clean_handles) << "no handle leaked: " << r.out;
+      EXPECT_LE(std::stoul(live[2]), 1u) << "no reservation leaked";
+      EXPECT_EQ(live[3], "0") << "no mapping leaked";
+      EXPECT_EQ(live[4], "0") << "no host memory leaked";
     }
   }
   EXPECT_GT(completed, 0);
-  std::printf("fault runs: %d completed, %d stopped by kvremap with a message\n", completed, stopped);
+  std::printf("fault runs: %d, %d completed, %d stopped by kvremap with a message\n", runs, completed, stopped);
+}
+
+// One arena per device: two devices in one process each reserve their own VA range, defer their
+// own tagged KV cache and commit it before their own first replay.
+TEST(Interposer, EachDeviceHasItsOwnArenaDeferralAndCommit) {
+  Traced t = run_traced("two-devices", {"SIMCUDA_DEVICE_COUNT=2", "KVREMAP_MODE=defer"});
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces[0];
+  std::map<int, std::pair<std::uint64_t, std::uint64_t>> arena;  // device -> [base, end)
+  std::map<int, std::vector<std::string>> kv_events;
+  for (const auto& e : trace.other_events) {
+    if (e.cat != "kv") continue;
+    const int device = e.args.at("device").get<int>();
+    kv_events[device].push_back(e.name);
+    if (e.name == "kv arena reserved") {
+      const std::uint64_t b = std::stoull(e.args.at("base").get<std::string>(), nullptr, 16);
+      arena[device] = {b, b + e.args.at("reserved_bytes").get<std::uint64_t>()};
+      EXPECT_EQ(e.args.at("reserved_bytes").get<std::uint64_t>(), 2 * trace.device_total_bytes.at(device));
+    }
+    if (e.name == "kv deferred") {
+      EXPECT_EQ(e.args.at("deferred_bytes").get<std::uint64_t>(), 96 * kMiB);
+    }
+    if (e.name == "kv committed") {
+      EXPECT_EQ(e.args.at("kv_bytes").get<std::uint64_t>(), 96 * kMiB);
+      EXPECT_EQ(e.args.at("trigger"), "graph launch");
+    }
+  }
+  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"};
+  EXPECT_EQ(kv_events[0], expected);
+  EXPECT_EQ(kv_events[1], expected);
+  ASSERT_EQ(arena.size(), 2u);
+  EXPECT_TRUE(arena[0].second <= arena[1].first || arena[1].second <= arena[0].first) << "disjoint reservations";
+  int kv_allocs = 0;
+  for (const auto& a : trace.allocs) {
+    if (a.category != "kv" || a.api == "kvremap reclassify") continue;
+    ++kv_allocs;
+    const std::uint64_t p = std::stoull(a.ptr, nullptr, 16);
+    EXPECT_GE(p, arena[a.device].first) << "each device's KV lies in its own arena";
+    EXPECT_LT(p, arena[a.device].second);
+  }
+  EXPECT_EQ(kv_allocs, 4);
+  EXPECT_EQ(t.run.out.find("FAILED"), std::string::npos) << t.run.out;
+  EXPECT_NE(t.run.out.find("the replay wrote into this device's KV cache, the rest is zero: ok"), std::string::npos);
 }

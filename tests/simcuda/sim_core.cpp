@@ -451,6 +451,21 @@ SIM_EXPORT unsigned long long simcuda_host_used_bytes(void) {
   return state().host_used;
 }
 
+SIM_EXPORT unsigned long long simcuda_live_handles(void) {
+  std::lock_guard<std::mutex> guard(lock());
+  return state().handles.size();
+}
+
+SIM_EXPORT unsigned long long simcuda_live_reservations(void) {
+  std::lock_guard<std::mutex> guard(lock());
+  return state().reservations.size();
+}
+
+SIM_EXPORT unsigned long long simcuda_live_mappings(void) {
+  std::lock_guard<std::mutex> guard(lock());
+  return state().mappings.size();
+}
+
 SIM_EXPORT unsigned long long simcuda_call_count(const char* name) {
   if (!name) return 0;
   std::lock_guard<std::mutex> guard(lock());

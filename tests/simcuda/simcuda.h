@@ -20,6 +20,12 @@ int simcuda_reset(const char* settings);
 unsigned long long simcuda_device_used_bytes(int device);
 unsigned long long simcuda_host_used_bytes(void);
 
+/* Live VMM objects: physical handles (cuMemCreate not yet released), VA reservations and mappings;
+ * for leak checks. */
+unsigned long long simcuda_live_handles(void);
+unsigned long long simcuda_live_reservations(void);
+unsigned long long simcuda_live_mappings(void);
+
 /* How many times the driver function `name` was entered since the last reset (per-thread-stream
  * variants count under their base export, e.g. cuLaunchKernel_ptsz under cuLaunchKernel). */
 unsigned long long simcuda_call_count(const char* name);

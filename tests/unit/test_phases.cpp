@@ -308,3 +308,42 @@ TEST(Phases, ProfilingChangeIsDatedAtTheFirstKernelAfterTheQuery) {
   EXPECT_EQ(e.changes.back().since_ns, first_kernel);
   EXPECT_EQ(e.changes.back().from, P::loading);
 }
+
+namespace {
+
+// The KV window: vLLM's "before profile" query does not open it (the profiling activations that
+// follow stay out of the arena); the query taken during profiling does; SGLang's second query
+// after loading does. An engine that queries only before the weights and after an unannounced
+// forward pass opens it at its next query (or names its KV size: KVREMAP_KV_TENSOR_BYTES).
+TEST(Phases, KvWindowOpensAtTheSizingQueryOnly) {
+  Engine v;
+  v.query(79 * GiB);
+  v.load_weights();
+  v.query(50 * GiB);  // before_profile
+  EXPECT_FALSE(v.tracker.kv_window()) << "profiling activations come next";
+  v.zeros(64 * MiB);
+  v.kernels(100);
+  EXPECT_EQ(v.tracker.current(), P::profiling);
+  EXPECT_FALSE(v.tracker.kv_window());
+  v.query(46 * GiB);  // after_profile
+  EXPECT_TRUE(v.tracker.kv_window());
+
+  Engine s;
+  s.query(79 * GiB);
+  s.load_weights();
+  s.query(50 * GiB);  // "Load weight end"
+  EXPECT_FALSE(s.tracker.kv_window());
+  s.query(50 * GiB);  // profile_max_num_token
+  EXPECT_TRUE(s.tracker.kv_window());
+
+  Engine only_after;  // queries before the weights and after profiling, nothing in between
+  only_after.query(79 * GiB);
+  only_after.load_weights();
+  for (int layer = 0; layer < 48; ++layer) only_after.kernels(12);
+  only_after.query(46 * GiB);
+  EXPECT_FALSE(only_after.tracker.kv_window()) << "indistinguishable from vLLM's before-profile query";
+  only_after.query(46 * GiB);
+  EXPECT_TRUE(only_after.tracker.kv_window());
+}
+
+}  // namespace
