@@ -292,6 +292,7 @@ bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUd
   q.burst_over = d.deferred || d.committed;
   q.min_bytes = o.kv_min_bytes;
   q.tensor_override = o.kv_tensor_bytes;
+  q.recognised_bytes = kv_tensor_bytes(device);
   if (!policy::place_in_arena(q) || !make_arena(d)) return false;
   CUdeviceptr base = 0;
   const CUresult r = d.arena->allocate(bytes, &base);

@@ -11,7 +11,9 @@ bool place_in_arena(const PlacementQuery& q) {
   if (q.capture_open || q.burst_over) return false;
   if (!may_place_in_arena(q.bytes, q.tag, q.min_bytes, q.tensor_override)) return false;
   if (q.tag == KvTag::kv) return true;
-  return q.kv_window || (q.tensor_override != 0 && q.bytes == q.tensor_override);
+  const std::uint64_t tensor = kv_tensor_size(q.recognised_bytes, q.tensor_override);
+  if (tensor != 0) return q.bytes == tensor && (q.kv_window || q.tensor_override != 0);
+  return q.kv_window;
 }
 
 std::uint64_t kv_tensor_size(std::uint64_t recognised_bytes, std::uint64_t override_bytes) {
@@ -61,6 +63,7 @@ KvRecognition recognise_kv(const std::vector<Event>& events, const RecognitionCo
             q.burst_over = out.burst_ended;
             q.min_bytes = config.min_bytes;
             q.tensor_override = config.tensor_override;
+            q.recognised_bytes = tracker.kv_tensor_bytes();
             if (place_in_arena(q)) {
               out.placed.push_back(kind.ptr);
               placements.push_back(ArenaPlacement{kind.bytes, false});

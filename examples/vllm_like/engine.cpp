@@ -26,6 +26,22 @@ std::uint64_t Engine::query_free() {
   return free;
 }
 
+void Engine::check_ipc_on_non_kv() {
+  std::size_t n = 0;
+  for (const auto* group : {&weights_, &persistent_, &autotune_resident_})
+    for (const Tensor& t : *group) {
+      cudaIpcMemHandle_t handle{};
+      VLLM_LIKE_CHECK(cudaIpcGetMemHandle(&handle, t.ptr));
+      ++n;
+    }
+  for (void* p : non_torch_) {
+    cudaIpcMemHandle_t handle{};
+    VLLM_LIKE_CHECK(cudaIpcGetMemHandle(&handle, p));
+    ++n;
+  }
+  std::printf("vllm_like: phase serving: cudaIpcGetMemHandle works on all %zu non-KV tensors\n", n);
+}
+
 Engine::Tensor Engine::allocate(std::uint64_t bytes) { return Tensor{alloc_->allocate(bytes), bytes}; }
 
 void Engine::run() {
@@ -38,6 +54,7 @@ void Engine::run() {
   allocate_kv();
   post_kv();
   serve();
+  check_ipc_on_non_kv();
   std::printf("vllm_like: started, KV %s GiB in %zu tensors\n", gib(static_cast<double>(kv_bytes_)).c_str(),
               kv_.size());
 }

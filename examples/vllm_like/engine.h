@@ -35,6 +35,8 @@ class Engine {
  private:
   // cudaIpcGetMemHandle on `ptr`, as custom all-reduce does; fails the start-up if refused.
   void share_over_ipc(void* ptr);
+  // Legacy IPC must work on every non-KV tensor the engine holds (a VMM placement would break it).
+  void check_ipc_on_non_kv();
   int ipc_handles_ = 0;
   struct Tensor {
     void* ptr = nullptr;

@@ -120,17 +120,13 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
       if (e.cat == "kv") kv_events.push_back(e.name);
     EXPECT_EQ(kv_events,
               (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"}));
-    // Placed in the arena: the 48 KV tensors and the 256 MiB attention workspace allocated in the
-    // KV window — never weights, profiling activations or the IPC-shared all-reduce buffers.
-    std::size_t placed = 0, kv_regions = 0;
-    std::vector<std::uint64_t> moved_out;
-    for (const auto& a : trace.allocs) {
-      if (a.category != "kv") continue;
-      if (a.api == "kvremap reclassify") continue;
-      ++placed;
-    }
+    // Placed in the arena: exactly the 48 KV tensors — never weights, profiling activations, the
+    // attention workspace allocated after them, or the IPC-shared all-reduce buffers.
+    std::size_t placed = 0, kv_regions = 0, moved_out = 0;
+    for (const auto& a : trace.allocs)
+      if (a.category == "kv" && a.api != "kvremap reclassify") ++placed;
     for (const auto& f : trace.frees)
-      if (f.api == "kvremap reclassify" && f.category == "kv") moved_out.push_back(f.bytes);
+      if (f.api == "kvremap reclassify") ++moved_out;
     for (const auto& e : trace.other_events) {
       if (e.name == "kv deferred") kv_regions = e.args.at("regions").get<std::size_t>();
       if (e.name == "kv arena reserved") {
@@ -143,16 +139,18 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
       }
     }
     EXPECT_EQ(kv_regions, 48u);
-    EXPECT_EQ(placed, kv_regions + 1);
-    EXPECT_EQ(moved_out, (std::vector<std::uint64_t>{256ull << 20})) << "the workspace stays backed, as other";
-    // What post-KV work really needed, measured: the scenario's 11 GiB autotune peak, 2.3 GiB graph
-    // pool, 0.3 GiB of graph execs and 0.4 GiB of modules.
+    EXPECT_EQ(placed, kv_regions);
+    EXPECT_EQ(moved_out, 0u);
+    EXPECT_NE(r.out.find("cudaIpcGetMemHandle works on all"), std::string::npos) << r.out;
+    // What post-KV work really needed, measured: the scenario's 11 GiB autotune peak plus the
+    // persistent buffers allocated right after the KV tensors (256 MiB attention workspace, block
+    // tables, slot mapping: 0.26 GiB), 2.3 GiB graph pool, 0.3 GiB of graph execs, 0.4 GiB of modules.
     for (const auto& e : trace.other_events) {
       if (e.name != "kv committed") continue;
       EXPECT_EQ(e.args.at("trigger"), "graph launch") << "auto commits before the first replay";
       const auto& peaks = e.args.at("post_kv_peaks");
       const auto gib_above = [&](const char* c) { return peaks.at(c).at("peak_above").get<double>() / (1ull << 30); };
-      EXPECT_NEAR(gib_above("other"), 11.0, 0.05);
+      EXPECT_NEAR(gib_above("other"), 11.26, 0.05);
       EXPECT_NEAR(gib_above("graph_pool"), 2.3, 0.02);
       EXPECT_NEAR(gib_above("graph_exec"), 0.3, 0.01);
       EXPECT_NEAR(gib_above("module"), 0.4, 0.01);

@@ -78,7 +78,7 @@ bool contains(const std::vector<std::uint64_t>& v, std::uint64_t p) {
 struct VllmRun {
   Startup s;
   std::vector<std::uint64_t> weights, activations, kv, graph_pool;
-  std::uint64_t workspace = 0, block_table = 0, autotune = 0;
+  std::uint64_t scheduler_buffer = 0, workspace = 0, block_table = 0, autotune = 0;
 };
 
 VllmRun vllm(bool graph_estimate) {
@@ -98,6 +98,7 @@ VllmRun vllm(bool graph_estimate) {
   }
   for (std::size_t i = 0; i < r.activations.size(); ++i) s.free_(r.activations[i], 768 * MiB);
   s.query(43 * GiB);  // the sizing query
+  r.scheduler_buffer = s.alloc(128 * MiB);
   for (int layer = 0; layer < 48; ++layer) r.kv.push_back(s.zeros(400 * MiB));
   r.workspace = s.alloc(256 * MiB);
   r.block_table = s.alloc(8 * MiB);
@@ -119,8 +120,9 @@ void expect_vllm_recognition(const VllmRun& r, const KvRecognition& got) {
   for (std::uint64_t p : r.weights) EXPECT_FALSE(contains(got.placed, p)) << "weights never go into the arena";
   for (std::uint64_t p : r.activations) EXPECT_FALSE(contains(got.placed, p)) << "profiling activations neither";
   for (std::uint64_t p : r.graph_pool) EXPECT_FALSE(contains(got.placed, p)) << "graph-pool memory neither";
-  EXPECT_TRUE(contains(got.placed, r.workspace)) << "a large buffer in the KV window is placed...";
-  EXPECT_FALSE(contains(got.kv, r.workspace)) << "...but is not KV: it stays backed";
+  EXPECT_TRUE(contains(got.placed, r.scheduler_buffer)) << "a large buffer before the KV tensors is placed...";
+  EXPECT_FALSE(contains(got.kv, r.scheduler_buffer)) << "...but is not KV: it stays backed";
+  EXPECT_FALSE(contains(got.placed, r.workspace)) << "once the burst is recognised, other sizes stay out";
   EXPECT_FALSE(contains(got.placed, r.block_table)) << "below KVREMAP_KV_MIN_BYTES";
   EXPECT_FALSE(contains(got.placed, r.autotune)) << "after the burst ended nothing is placed";
 }
@@ -160,8 +162,7 @@ TEST(KvRecognition, SglangStartupFindsThePoolWithoutProfiling) {
   EXPECT_EQ(got.tensor_bytes, 1200 * MiB);
   for (std::uint64_t p : weights) EXPECT_FALSE(contains(got.placed, p));
   for (std::uint64_t p : pools) EXPECT_FALSE(contains(got.placed, p));
-  EXPECT_TRUE(contains(got.placed, req_to_token));
-  EXPECT_FALSE(contains(got.kv, req_to_token));
+  EXPECT_FALSE(contains(got.placed, req_to_token)) << "after the recognised burst: ordinary memory";
 }
 
 // An engine whose sizing query is followed by only two KV tensors: recognition needs three, so
@@ -207,6 +208,12 @@ TEST(KvRecognition, PlacementRules) {
   EXPECT_FALSE(place_in_arena(q)) << "outside the KV window";
   q.kv_window = true;
   EXPECT_TRUE(place_in_arena(q));
+  q.recognised_bytes = 400 * MiB;
+  EXPECT_FALSE(place_in_arena(q)) << "the burst is known to be 400 MiB tensors";
+  q.bytes = 400 * MiB;
+  EXPECT_TRUE(place_in_arena(q));
+  q.bytes = 128 * MiB;
+  q.recognised_bytes = 0;
   q.capture_open = true;
   EXPECT_FALSE(place_in_arena(q)) << "graph-pool memory never";
   q.capture_open = false;
