@@ -65,8 +65,10 @@ void feed_phase(int device, policy::EventKind kind) {
     if (!tracker) tracker.emplace();
     const std::uint64_t t = trace_now_ns();
     const auto tid = static_cast<std::uint64_t>(current_tid());
-    const std::uint32_t launches =
-        std::min(S().pending_launches[static_cast<std::size_t>(device)].exchange(0), kMaxLaunchesFed);
+    const auto di = static_cast<std::size_t>(device);
+    if (const std::uint64_t bytes = S().pending_alloc_bytes[di].exchange(0))
+      tracker->observe_allocated_bytes(bytes, S().pending_alloc_ns[di].load(std::memory_order_relaxed));
+    const std::uint32_t launches = std::min(S().pending_launches[di].exchange(0), kMaxLaunchesFed);
     for (std::uint32_t i = 0; i < launches && !change; ++i)
       change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
     policy::Event event{t, tid, device, std::move(kind)};
@@ -76,7 +78,8 @@ void feed_phase(int device, policy::EventKind kind) {
       tracker->observe(event);  // a launch changed the phase; the event itself still counts
     }
     phase_now = tracker->current();
-    S().phase_now[static_cast<std::size_t>(device)].store(static_cast<std::uint8_t>(phase_now));
+    S().phase_now[di].store(static_cast<std::uint8_t>(phase_now));
+    S().sum_allocations[di].store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
     // The KV cache is sized from the query that ended the profiling pass: its transient peak is
     // what serving's forward passes will need again.
     if (change && change->to == policy::Phase::kv_allocation) {
@@ -344,7 +347,14 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
       emit(e);
     }
     emit_counter(device, false);
-    feed_phase(device, policy::Alloc{ptr, bytes, c, api});
+    const auto di = static_cast<std::size_t>(device);
+    if (!S().sum_allocations[di].load(std::memory_order_relaxed)) {
+      feed_phase(device, policy::Alloc{ptr, bytes, c, api});
+    } else if (c != Category::graph_pool) {
+      // No phase rule looks at this allocation by itself: its size is added up, lock-free.
+      S().pending_alloc_bytes[di].fetch_add(bytes, std::memory_order_relaxed);
+      S().pending_alloc_ns[di].store(trace_now_ns(), std::memory_order_relaxed);
+    }
   });
 }
 

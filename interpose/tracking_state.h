@@ -93,6 +93,11 @@ struct State {
   std::array<std::atomic<std::uint8_t>, kMaxDevices> phase_now{};
   // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
   std::array<std::atomic<std::uint32_t>, kMaxDevices> pending_launches{};
+  // !PhaseTracker::needs_each_allocation() of each device, readable without the lock; when true,
+  // allocations only add their size here, folded in before the device's next event.
+  std::array<std::atomic<bool>, kMaxDevices> sum_allocations{};
+  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_bytes{};
+  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_ns{};
   std::atomic<bool> all_serving{false};
 
   std::atomic<std::uint64_t> capture_count{0};

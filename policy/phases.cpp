@@ -1,6 +1,7 @@
 // The start-up phase rules of phases.h, applied one event at a time.
 #include "policy/phases.h"
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 #include <utility>
@@ -45,6 +46,12 @@ std::optional<PhaseChange> PhaseTracker::observe(const Event& event) {
         return std::nullopt;  // Free, GraphInstantiate
       },
       event.kind);
+}
+
+void PhaseTracker::observe_allocated_bytes(std::uint64_t bytes, std::uint64_t time_ns) {
+  last_event_ns_ = std::max(last_event_ns_, time_ns);
+  seen_event_ = true;
+  if (open_captures_.empty()) bytes_since_query_ += bytes;  // as on_alloc: graph pools do not count
 }
 
 bool PhaseTracker::kv_eligible() const {

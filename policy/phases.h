@@ -79,6 +79,15 @@ class PhaseTracker {
   std::optional<PhaseChange> observe_idle(std::uint64_t now_ns);
 
   Phase current() const { return phase_; }
+  // Whether the next allocation must be observed as an event of its own. When false, only its size
+  // matters (the weights rule sums bytes between queries): the interposer adds sizes up without
+  // taking its lock and folds the sum in with observe_allocated_bytes() before the next event.
+  bool needs_each_allocation() const {
+    return phase_ == Phase::init ||
+           (open_captures_.empty() && (kv_eligible() || phase_ == Phase::kv_allocation));
+  }
+  // Allocations of `bytes` in total, none of which needed observing on its own, the last at time_ns.
+  void observe_allocated_bytes(std::uint64_t bytes, std::uint64_t time_ns);
   // KV placement: an allocation now may be part of the KV cache (its sizing query has been seen,
   // no capture is open, or the KV burst is under way).
   bool kv_window() const { return kv_eligible() || (phase_ == Phase::kv_allocation && open_captures_.empty()); }
