@@ -53,20 +53,6 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
   return e;
 }
 
-namespace {
-// The common head of the hot events, in an EventLine.
-void hot_head(EventLine& e, std::string_view ph, std::string_view cat, std::string_view name) {
-  e.lit(R"({"ph":")")
-      .raw(ph)
-      .lit(R"(","cat":")")
-      .raw(cat)
-      .lit(R"(","pid":)")
-      .u64(static_cast<std::uint64_t>(process_id()));
-  e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid())).lit(R"(,"ts":)").micros(trace_now_ns());
-  e.lit(R"(,"name":")").raw(name).lit("\"");
-}
-
-}  // namespace
 
 // The part of an alloc/free event that is the same for every event of one thread: built once per
 // thread (and again in a forked child), then copied.
@@ -78,6 +64,34 @@ struct HotPrefix {
 };
 thread_local HotPrefix t_hot_prefix[2];
 }  // namespace
+
+std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_t capacity) {
+  EventLine e;
+  if (r.kind == kHotCounter) {
+    e.lit(R"({"ph":"C","cat":"memory","pid":)").u64(static_cast<std::uint64_t>(process_id()));
+    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid)).lit(R"(,"ts":)").micros(r.ts_ns);
+    e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device)).lit(R"( bytes","args":{)");
+    for (std::size_t i = 0; i < kCategories; ++i) {
+      if (i) e.lit(",");
+      e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)").u64(r.live[i]);
+    }
+    e.lit("}}");
+  } else {
+    e.lit(R"({"ph":"i","cat":"alloc","pid":)").u64(static_cast<std::uint64_t>(process_id()));
+    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
+    e.raw(r.kind == kHotAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
+    e.lit(R"(,"s":"t","ts":)").micros(r.ts_ns);
+    e.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)").hex(r.ptr).lit(R"(,"bytes":)").u64(r.bytes);
+    e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(r.device)).lit(R"(,"category":")");
+    e.raw(policy::to_string(static_cast<policy::Category>(r.category)));
+    if (r.kind == kHotAlloc) e.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase)));
+    e.lit(R"("}})");
+  }
+  const std::string_view v = e.view();
+  if (e.overflowed() || v.size() > capacity) return 0;
+  std::memcpy(out, v.data(), v.size());
+  return v.size();
+}
 
 std::string_view hot_prefix(HotKind kind) {
   HotPrefix& p = t_hot_prefix[kind == HotKind::kAlloc ? 0 : 1];
@@ -133,6 +147,7 @@ void open_trace() {
   const std::string cmdline = read_cmdline();
   append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
   first += "}}";
+  trace().set_hot_formatter(format_hot_record);
   if (!trace().open(path, first)) {
     log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", path, std::strerror(errno));
     return;
@@ -179,23 +194,21 @@ void see_device(int device) {
 
 void emit_counter(int device, bool force) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
-  const double now = trace_now_us();
+  const std::uint64_t now_ns = trace_now_ns();
+  const double now = static_cast<double>(now_ns) / 1000.0;
   double last = d.last_counter_us.load(std::memory_order_relaxed);
   if (!force && now - last < kCounterIntervalUs) return;
   if (!d.last_counter_us.compare_exchange_strong(last, now) && !force) return;
   if (!trace().is_open()) return;
-  EventLine e;
-  char name[32];
-  const int n = std::snprintf(name, sizeof name, "device %d bytes", device);
-  hot_head(e, "C", "memory", std::string_view(name, static_cast<std::size_t>(n)));
-  e.lit(R"(,"args":{)");
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    if (i) e.lit(",");
-    e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)");
-    e.u64(static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load())));
-  }
-  e.lit("}}");
-  emit(e);
+  // A record like the allocations': formatted when the buffer is written out.
+  HotRecord r;
+  r.ts_ns = now_ns;
+  r.device = device;
+  r.kind = kHotCounter;
+  static_assert(kCategories == std::size(HotRecord{}.live));
+  for (std::size_t i = 0; i < kCategories; ++i)
+    r.live[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
+  trace().hot(r);
 }
 
 void emit_all_counters() {

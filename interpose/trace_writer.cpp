@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,11 @@ namespace kvremap::interpose {
 namespace {
 
 constexpr std::size_t kFlushBytes = 64 * 1024;
+// A thread that outruns the background writer formats and writes its own records at this many.
+constexpr std::size_t kMaxRecords = 16384;
+// The background writer's period: how long a hot event may wait in memory before it is in the file.
+constexpr long kWriterPeriodNs = 2'000'000;
+std::atomic<HotFormatter> g_formatter{nullptr};
 
 struct ThreadBuffer;
 
@@ -36,9 +42,7 @@ std::mutex& write_lock() {
 }
 std::atomic<int> g_fd{-1};
 
-void write_all(int fd, const std::string& data) {
-  const char* p = data.data();
-  std::size_t left = data.size();
+void write_all(int fd, const char* p, std::size_t left) {
   while (left > 0 && fd >= 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
@@ -49,12 +53,18 @@ void write_all(int fd, const std::string& data) {
     left -= static_cast<std::size_t>(n);
   }
 }
+void write_all(int fd, const std::string& data) { write_all(fd, data.data(), data.size()); }
+
+int current_tid_uncached();
 
 struct ThreadBuffer {
   std::string data;
+  std::vector<HotRecord> records;  // after everything in `data`, before anything appended later
+  int tid = 0;                     // the owner's, for formatting its records on another thread
   std::mutex lock;  // taken by the owner to append and by flush_all from other threads
 
-  ThreadBuffer() {
+  ThreadBuffer() : tid(current_tid_uncached()) {
+    records.reserve(256);
     std::lock_guard<std::mutex> g(registry_lock());
     registry().push_back(this);
   }
@@ -63,8 +73,23 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
+  // Requires `lock`. Turns the pending records into lines at the end of `data`.
+  void format_records_locked() {
+    if (records.empty()) return;
+    const HotFormatter format = g_formatter.load(std::memory_order_acquire);
+    char line[768];
+    for (const HotRecord& r : records) {
+      const std::size_t n = format ? format(r, tid, line, sizeof line) : 0;
+      if (n == 0) continue;
+      data += ',';
+      data.append(line, n);
+      data += '\n';
+    }
+    records.clear();
+  }
   // Requires `lock`.
   void flush_locked() {
+    format_records_locked();
     if (data.empty()) return;
     {
       std::lock_guard<std::mutex> w(write_lock());
@@ -119,10 +144,42 @@ double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
 namespace {
 thread_local int t_tid = 0;
+int current_tid_uncached() { return static_cast<int>(syscall(SYS_gettid)); }
+
+std::atomic<int> g_writer_pid{0};
+std::atomic<bool> g_closed{false};
+
+void* writer_loop(void*) {
+  const timespec period{0, kWriterPeriodNs};
+  while (!g_closed.load(std::memory_order_relaxed)) {
+    nanosleep(&period, nullptr);
+    if (g_fd.load(std::memory_order_relaxed) >= 0) trace().flush_all();
+  }
+  return nullptr;
+}
+
+// One background writer per process (a forked child starts its own when it opens its trace). It
+// blocks every signal, so the program's handlers (and kvremap's SIGTERM/SIGINT chaining) always
+// run on the program's own threads. If it cannot be started, buffers are written by their threads.
+void start_writer() {
+  const int pid = getpid();
+  if (g_writer_pid.exchange(pid) == pid) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread{};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_create(&thread, &attr, writer_loop, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 }  // namespace
 
 int current_tid() {
-  if (t_tid == 0) t_tid = static_cast<int>(syscall(SYS_gettid));
+  if (t_tid == 0) t_tid = current_tid_uncached();
   return t_tid;
 }
 
@@ -141,13 +198,26 @@ bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   std::lock_guard<std::mutex> w(write_lock());
   fd_ = fd;
   g_fd = fd;
+  g_closed = false;
+  start_writer();
   return true;
+}
+
+void TraceWriter::set_hot_formatter(HotFormatter formatter) { g_formatter.store(formatter, std::memory_order_release); }
+
+void TraceWriter::hot(const HotRecord& record) {
+  if (fd_ < 0) return;
+  ThreadBuffer& b = thread_buffer();
+  std::lock_guard<std::mutex> g(b.lock);
+  b.records.push_back(record);
+  if (b.records.size() >= kMaxRecords) b.flush_locked();
 }
 
 void TraceWriter::event(std::string_view json_object, bool flush_now) {
   if (fd_ < 0) return;
   ThreadBuffer& b = thread_buffer();
   std::lock_guard<std::mutex> g(b.lock);
+  b.format_records_locked();  // this thread's earlier hot events come first
   b.data += ',';
   b.data.append(json_object);
   b.data += '\n';
@@ -171,6 +241,7 @@ void TraceWriter::close(std::string_view last_event) {
   ::close(fd_);
   fd_ = -1;
   g_fd = -1;
+  g_closed = true;
 }
 
 bool TraceWriter::try_close(std::string_view last_event) {
@@ -184,9 +255,20 @@ bool TraceWriter::try_close(std::string_view last_event) {
   }
   std::unique_lock<std::mutex> w(write_lock(), std::try_to_lock);
   if (!w.owns_lock()) return false;
+  const HotFormatter format = g_formatter.load(std::memory_order_acquire);
   for (ThreadBuffer* b : registry()) {
     write_all(fd_, b->data);
     b->data.clear();
+    // Formatted into a stack buffer and written line by line: nothing here allocates.
+    char line[770];
+    for (const HotRecord& r : b->records) {
+      const std::size_t n = format ? format(r, b->tid, line + 1, sizeof line - 2) : 0;
+      if (n == 0) continue;
+      line[0] = ',';
+      line[n + 1] = '\n';
+      write_all(fd_, line, n + 2);
+    }
+    b->records.clear();
   }
   std::string tail = ",";
   tail.append(last_event);
@@ -195,6 +277,7 @@ bool TraceWriter::try_close(std::string_view last_event) {
   ::close(fd_);
   fd_ = -1;
   g_fd = -1;
+  g_closed = true;
   return true;
 }
 
@@ -214,6 +297,8 @@ void TraceWriter::child_after_fork() {
   t_tid = 0;  // the forking thread has a new id in the child
   ThreadBuffer& own = thread_buffer();
   own.data.clear();
+  own.records.clear();
+  own.tid = current_tid();
   registry().assign(1, &own);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

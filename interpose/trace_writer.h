@@ -7,6 +7,26 @@
 
 namespace kvremap::interpose {
 
+// A hot event (an allocation or a free) as the hook leaves it: a fixed-size record appended to the
+// thread's buffer, formatted to its JSON line only when the buffer is written out — normally by
+// the background writer thread, so the hook pays for neither formatting nor the write.
+struct HotRecord {
+  std::uint64_t ts_ns = 0;
+  std::uint64_t ptr = 0;
+  std::uint64_t bytes = 0;
+  const char* api = "";  // the hook's name literal (static storage)
+  std::int32_t device = 0;
+  std::uint8_t kind = 0;  // HotRecordKind
+  std::uint8_t category = 0;
+  std::uint8_t phase = 0;
+  std::uint64_t live[7] = {};  // kHotCounter: live bytes per category, in policy::Category order
+};
+enum HotRecordKind : std::uint8_t { kHotAlloc = 0, kHotFree = 1, kHotCounter = 2 };
+
+// Writes the JSON object of `record`, made by thread `tid`, into out[0, capacity); returns its
+// length, or 0 when it does not fit (the record is then dropped). Must not allocate.
+using HotFormatter = std::size_t (*)(const HotRecord& record, int tid, char* out, std::size_t capacity);
+
 // The file is a Chrome trace-event JSON array: "[" then one event per line, every line after the
 // first starting with ",", and "]" at a clean close. Buffers only ever hold whole lines and are
 // written with one write() each, so a process killed at any point leaves a loadable prefix.
@@ -20,8 +40,13 @@ class TraceWriter {
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
   // the buffer out when it is large, or at once when `flush_now`.
   void event(std::string_view json_object, bool flush_now = false);
+  // Appends a hot record to the calling thread's buffer, after its earlier events.
+  void hot(const HotRecord& record);
+  // How hot records become lines; set before the first hot().
+  void set_hot_formatter(HotFormatter formatter);
 
-  // Writes out every thread's buffer. Called at phase changes, before fork and at exit.
+  // Writes out every thread's buffer. Called at phase changes, before fork, at exit, and every
+  // few milliseconds by the background writer (started by open(), one per process).
   void flush_all();
 
   // Writes the final event and the closing bracket, then closes the file.

@@ -334,17 +334,21 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
            kind == AllocKind::kKvArena ? Category::kv : c, bytes);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
-      EventLine e;
-      e.raw(hot_prefix(HotKind::kAlloc)).micros(trace_now_ns());
-      e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
-      e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(device)).lit(R"(,"category":")").raw(policy::to_string(c));
-      e.lit(R"(","phase":")").raw(current_phase_name(device)).lit("\"");
-      if (bytes >= options().stack_min_bytes) {
-        const std::string caller = caller_object(return_address);
-        if (!caller.empty()) e.lit(R"(,"caller":)").quoted(caller);
+      const std::uint8_t phase = S().phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+      std::string caller;
+      if (bytes >= options().stack_min_bytes) caller = caller_object(return_address);
+      if (caller.empty()) {
+        trace().hot(HotRecord{trace_now_ns(), ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase});
+      } else {
+        // Large allocations name their caller: formatted here, the string goes with the line.
+        EventLine e;
+        e.raw(hot_prefix(HotKind::kAlloc)).micros(trace_now_ns());
+        e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
+        e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(device)).lit(R"(,"category":")");
+        e.raw(policy::to_string(c)).lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(phase)));
+        e.lit(R"(","caller":)").quoted(caller).lit("}}");
+        emit(e);
       }
-      e.lit("}}");
-      emit(e);
     }
     emit_counter(device, false);
     const auto di = static_cast<std::size_t>(device);
@@ -364,14 +368,9 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
     std::optional<Live> live = retire(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr);
     if (!live) return;
     known = true;
-    if (trace().is_open()) {
-      EventLine e;
-      e.raw(hot_prefix(HotKind::kFree)).micros(trace_now_ns());
-      e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(live->bytes);
-      e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(live->device)).lit(R"(,"category":")");
-      e.raw(policy::to_string(live->category)).lit(R"("}})");
-      emit(e);
-    }
+    if (trace().is_open())
+      trace().hot(HotRecord{trace_now_ns(), ptr, live->bytes, api, live->device, kHotFree,
+                            static_cast<std::uint8_t>(live->category), 0});
     emit_counter(live->device, false);  // frees never move the phase: no tracker call on this hot path
   });
   return known;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "interpose/event_line.h"
+#include "interpose/trace_writer.h"
 #include "policy/events.h"
 #include "policy/phases.h"
 
@@ -126,6 +127,8 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name);
 enum class HotKind { kAlloc, kFree };
 // The constant start of a thread's alloc/free events, up to and including `"ts":`.
 std::string_view hot_prefix(HotKind kind);
+// The HotFormatter of this trace's alloc/free records (set on the writer when the trace opens).
+std::size_t format_hot_record(const HotRecord& record, int tid, char* out, std::size_t capacity);
 void emit(const EventLine& e);
 int device_index(int device);
 // First sight of a device: its total memory in a metadata event.
