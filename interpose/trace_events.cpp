@@ -54,17 +54,6 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
 }
 
 
-// The part of an alloc/free event that is the same for every event of one thread: built once per
-// thread (and again in a forked child), then copied.
-namespace {
-struct HotPrefix {
-  int pid = -1;
-  std::size_t length = 0;
-  char text[160];
-};
-thread_local HotPrefix t_hot_prefix[2];
-}  // namespace
-
 std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_t capacity) {
   EventLine e;
   if (r.kind == kHotCounter) {
@@ -93,20 +82,6 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
   return v.size();
 }
 
-std::string_view hot_prefix(HotKind kind) {
-  HotPrefix& p = t_hot_prefix[kind == HotKind::kAlloc ? 0 : 1];
-  if (p.pid != process_id()) {
-    EventLine e;
-    e.lit(R"({"ph":"i","cat":"alloc","pid":)").u64(static_cast<std::uint64_t>(process_id()));
-    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(current_tid()));
-    e.raw(kind == HotKind::kAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
-    e.lit(R"(,"s":"t","ts":)");
-    std::memcpy(p.text, e.view().data(), e.view().size());
-    p.length = e.view().size();
-    p.pid = process_id();
-  }
-  return {p.text, p.length};
-}
 
 void emit(const EventLine& e) {
   if (!e.overflowed()) trace().event(e.view());

@@ -337,17 +337,18 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
       const std::uint8_t phase = S().phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
       std::string caller;
       if (bytes >= options().stack_min_bytes) caller = caller_object(return_address);
+      const HotRecord r{trace_now_ns(), ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
       if (caller.empty()) {
-        trace().hot(HotRecord{trace_now_ns(), ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase});
+        trace().hot(r);
       } else {
-        // Large allocations name their caller: formatted here, the string goes with the line.
-        EventLine e;
-        e.raw(hot_prefix(HotKind::kAlloc)).micros(trace_now_ns());
-        e.lit(R"(,"args":{"api":")").raw(api).lit(R"(","ptr":)").hex(ptr).lit(R"(,"bytes":)").u64(bytes);
-        e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(device)).lit(R"(,"category":")");
-        e.raw(policy::to_string(c)).lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(phase)));
-        e.lit(R"(","caller":)").quoted(caller).lit("}}");
-        emit(e);
+        // Large allocations name their caller: the record's line, formatted here, plus that string.
+        char line[768];
+        const std::size_t n = format_hot_record(r, current_tid(), line, sizeof line);
+        if (n > 2) {
+          EventLine e;
+          e.raw(line, n - 2).lit(R"(,"caller":)").quoted(caller).lit("}}");  // inserted before the closing "}}"
+          emit(e);
+        }
       }
     }
     emit_counter(device, false);

@@ -124,9 +124,6 @@ int process_id();
 void refresh_process_id();
 // The head of a cold event in a reused per-thread string; finish one event before starting another.
 std::string& event_head(const char* ph, const char* cat, std::string_view name);
-enum class HotKind { kAlloc, kFree };
-// The constant start of a thread's alloc/free events, up to and including `"ts":`.
-std::string_view hot_prefix(HotKind kind);
 // The HotFormatter of this trace's alloc/free records (set on the writer when the trace opens).
 std::size_t format_hot_record(const HotRecord& record, int tid, char* out, std::size_t capacity);
 void emit(const EventLine& e);
