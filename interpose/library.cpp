@@ -62,8 +62,9 @@ __attribute__((constructor)) void load() {
 }  // namespace
 
 const policy::Options& options() {
+  if (g_options) return *g_options;  // checked first: the defaults' guard is not paid on every call
   static const policy::Options defaults = policy::default_options();
-  return g_options ? *g_options : defaults;
+  return defaults;
 }
 
 spdlog::logger& log() {

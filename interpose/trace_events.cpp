@@ -167,13 +167,14 @@ void see_device(int device) {
   trace().event(e);
 }
 
-void emit_counter(int device, bool force) {
+void emit_counter(int device, bool force) { emit_counter(device, force, trace_now_ns()); }
+
+void emit_counter_sample(int device, bool force, std::uint64_t now_ns) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
-  const std::uint64_t now_ns = trace_now_ns();
-  const double now = static_cast<double>(now_ns) / 1000.0;
-  double last = d.last_counter_us.load(std::memory_order_relaxed);
-  if (!force && now - last < kCounterIntervalUs) return;
-  if (!d.last_counter_us.compare_exchange_strong(last, now) && !force) return;
+  std::uint64_t next = d.next_counter_ns.load(std::memory_order_relaxed);
+  if (!force && now_ns < next) return;
+  // One thread takes each throttled slot; forced samples (checkpoints, phase changes) always go.
+  if (!d.next_counter_ns.compare_exchange_strong(next, now_ns + kCounterIntervalNs) && !force) return;
   if (!trace().is_open()) return;
   // A record like the allocations': formatted when the buffer is written out.
   HotRecord r;

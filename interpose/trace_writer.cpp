@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <mutex>
 #include <time.h>
 #include <vector>
@@ -18,8 +19,11 @@ namespace kvremap::interpose {
 namespace {
 
 constexpr std::size_t kFlushBytes = 64 * 1024;
-// A thread that outruns the background writer formats and writes its own records at this many.
-constexpr std::size_t kMaxRecords = 16384;
+// Hot records a thread may have pending (96 bytes each); a thread that outruns the background
+// writer formats and writes its own records when its ring is full.
+constexpr std::size_t kRingRecords = 2048;
+// The longest hot line (the formatter drops a record that does not fit).
+constexpr std::size_t kMaxLine = 766;
 // The background writer's period: how long a hot event may wait in memory before it is in the file.
 constexpr long kWriterPeriodNs = 2'000'000;
 std::atomic<HotFormatter> g_formatter{nullptr};
@@ -57,14 +61,20 @@ void write_all(int fd, const std::string& data) { write_all(fd, data.data(), dat
 
 int current_tid_uncached();
 
+// The calling thread's trace buffer. Cold events are appended to `data` under `lock`; hot records go
+// into a single-producer ring without any lock: only the owner thread writes `head`, and consumers
+// (the owner's own cold events, the background writer, exit) read records from `tail` to `head`
+// while holding `lock`, so they act as one consumer. Every cold event drains the ring first, so the
+// ring only ever holds events later than everything in `data`.
 struct ThreadBuffer {
   std::string data;
-  std::vector<HotRecord> records;  // after everything in `data`, before anything appended later
-  int tid = 0;                     // the owner's, for formatting its records on another thread
-  std::mutex lock;  // taken by the owner to append and by flush_all from other threads
+  std::unique_ptr<HotRecord[]> ring{new HotRecord[kRingRecords]};
+  std::atomic<std::uint64_t> head{0};  // next slot the owner fills
+  std::atomic<std::uint64_t> tail{0};  // oldest record not yet formatted
+  int tid = 0;                         // the owner's, for formatting its records on another thread
+  std::mutex lock;
 
   ThreadBuffer() : tid(current_tid_uncached()) {
-    records.reserve(256);
     std::lock_guard<std::mutex> g(registry_lock());
     registry().push_back(this);
   }
@@ -73,19 +83,37 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
+  // Owner only.
+  void push(const HotRecord& record) {
+    const std::uint64_t h = head.load(std::memory_order_relaxed);
+    if (h - tail.load(std::memory_order_acquire) >= kRingRecords) {
+      // The background writer fell behind (or is not running): write this thread's events itself.
+      std::lock_guard<std::mutex> g(lock);
+      flush_locked();
+    }
+    ring[h % kRingRecords] = record;
+    head.store(h + 1, std::memory_order_release);
+  }
+  // Requires `lock`. Hands every pending record, oldest first, to `sink`, then frees their slots.
+  template <typename Sink>
+  void drain_locked(Sink&& sink) {
+    const std::uint64_t h = head.load(std::memory_order_acquire);
+    std::uint64_t t = tail.load(std::memory_order_relaxed);
+    for (; t != h; ++t) sink(ring[t % kRingRecords]);
+    tail.store(h, std::memory_order_release);
+  }
   // Requires `lock`. Turns the pending records into lines at the end of `data`.
   void format_records_locked() {
-    if (records.empty()) return;
+    if (head.load(std::memory_order_acquire) == tail.load(std::memory_order_relaxed)) return;
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
-    char line[768];
-    for (const HotRecord& r : records) {
+    char line[kMaxLine];
+    drain_locked([&](const HotRecord& r) {
       const std::size_t n = format ? format(r, tid, line, sizeof line) : 0;
-      if (n == 0) continue;
+      if (n == 0) return;
       data += ',';
       data.append(line, n);
       data += '\n';
-    }
-    records.clear();
+    });
   }
   // Requires `lock`.
   void flush_locked() {
@@ -100,6 +128,11 @@ struct ThreadBuffer {
   void flush() {
     std::lock_guard<std::mutex> g(lock);
     flush_locked();
+  }
+  // In a forked child: the parent's pending events are not the child's.
+  void forget() {
+    data.clear();
+    tail.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 };
 
@@ -126,9 +159,13 @@ ThreadBuffer& thread_buffer() {
   return *buffer;
 }
 
+// Set at load (the constructor asks for the time once) or by the first hook, whichever is first.
+std::atomic<std::uint64_t> g_start_ns{0};
 std::uint64_t start_ns() {
-  static const std::uint64_t start = monotonic_ns();
-  return start;
+  std::uint64_t start = g_start_ns.load(std::memory_order_relaxed);
+  if (start != 0) return start;
+  const std::uint64_t now = monotonic_ns();
+  return g_start_ns.compare_exchange_strong(start, now) ? now : start;
 }
 
 }  // namespace
@@ -183,10 +220,7 @@ int current_tid() {
   return t_tid;
 }
 
-TraceWriter& trace() {
-  static TraceWriter* writer = new TraceWriter;
-  return *writer;
-}
+constinit TraceWriter g_trace_writer;
 
 bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -207,10 +241,7 @@ void TraceWriter::set_hot_formatter(HotFormatter formatter) { g_formatter.store(
 
 void TraceWriter::hot(const HotRecord& record) {
   if (fd_ < 0) return;
-  ThreadBuffer& b = thread_buffer();
-  std::lock_guard<std::mutex> g(b.lock);
-  b.records.push_back(record);
-  if (b.records.size() >= kMaxRecords) b.flush_locked();
+  thread_buffer().push(record);
 }
 
 void TraceWriter::event(std::string_view json_object, bool flush_now) {
@@ -260,15 +291,14 @@ bool TraceWriter::try_close(std::string_view last_event) {
     write_all(fd_, b->data);
     b->data.clear();
     // Formatted into a stack buffer and written line by line: nothing here allocates.
-    char line[770];
-    for (const HotRecord& r : b->records) {
-      const std::size_t n = format ? format(r, b->tid, line + 1, sizeof line - 2) : 0;
-      if (n == 0) continue;
+    char line[kMaxLine + 2];
+    b->drain_locked([&](const HotRecord& r) {
+      const std::size_t n = format ? format(r, b->tid, line + 1, kMaxLine) : 0;
+      if (n == 0) return;
       line[0] = ',';
       line[n + 1] = '\n';
       write_all(fd_, line, n + 2);
-    }
-    b->records.clear();
+    });
   }
   std::string tail = ",";
   tail.append(last_event);
@@ -296,8 +326,7 @@ void TraceWriter::parent_after_fork() {
 void TraceWriter::child_after_fork() {
   t_tid = 0;  // the forking thread has a new id in the child
   ThreadBuffer& own = thread_buffer();
-  own.data.clear();
-  own.records.clear();
+  own.forget();
   own.tid = current_tid();
   registry().assign(1, &own);
   if (fd_ >= 0) ::close(fd_);

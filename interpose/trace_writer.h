@@ -66,7 +66,9 @@ class TraceWriter {
   int fd_ = -1;
 };
 
-TraceWriter& trace();
+// Constant-initialised (usable before any constructor runs) and never destroyed in effect.
+extern TraceWriter g_trace_writer;
+inline TraceWriter& trace() { return g_trace_writer; }
 
 // Microseconds since the library was loaded, the trace's time base.
 double trace_now_us();

@@ -2,7 +2,6 @@
 #include "interpose/tracker.h"
 
 #include <fmt/format.h>
-#include <tbb/concurrent_hash_map.h>
 #include <unistd.h>
 
 #include <array>
@@ -133,7 +132,7 @@ Category category_for(AllocKind kind) {
   return Category::other;
 }
 
-void account_alloc(int device, Category c, std::uint64_t bytes) {
+void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ns = 0) {
   CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   const std::int64_t live = s.live.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   s.allocated.fetch_add(bytes, std::memory_order_relaxed);
@@ -141,7 +140,7 @@ void account_alloc(int device, Category c, std::uint64_t bytes) {
   std::int64_t peak = s.peak.load(std::memory_order_relaxed);
   while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
   }
-  if (live > peak) s.peak_ts_ns.store(trace_now_ns(), std::memory_order_relaxed);
+  if (live > peak) s.peak_ts_ns.store(now_ns ? now_ns : trace_now_ns(), std::memory_order_relaxed);
   if (S().devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
     std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
     while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
@@ -178,22 +177,16 @@ void note_capture_allocation(std::uint64_t bytes) {
 }
 
 // Records an object (allocation, exec, module) that holds device memory in `map`.
-void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes) {
-  LiveMap::accessor a;
-  if (!map.insert(a, key)) {
-    // The driver reused a key we still hold (a free we did not see): retire the old record first.
-    account_free(a->second.device, a->second.category, a->second.bytes);
-  }
-  a->second = Live{bytes, device, c};
-  account_alloc(device, c, bytes);
+void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ns = 0) {
+  // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
+  if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
+    account_free(previous->device, previous->category, previous->bytes);
+  account_alloc(device, c, bytes, now_ns);
 }
 
 std::optional<Live> retire(LiveMap& map, std::uint64_t key) {
-  LiveMap::accessor a;
-  if (!map.find(a, key)) return std::nullopt;
-  Live live = a->second;
-  map.erase(a);
-  account_free(live.device, live.category, live.bytes);
+  std::optional<Live> live = map.take(key);
+  if (live) account_free(live->device, live->category, live->bytes);
   return live;
 }
 
@@ -237,6 +230,16 @@ void held_object_released(LiveMap& map, const char* cat, const char* name, const
 }
 
 }  // namespace
+
+namespace tracker_detail {
+State& create_state() {
+  auto* fresh = new State;
+  State* expected = nullptr;
+  if (g_state.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;  // another thread's first call won
+  return *expected;
+}
+}  // namespace tracker_detail
 
 bool kv_window(int device) {
   std::lock_guard<std::mutex> g(S().lock);
@@ -287,22 +290,25 @@ int tracked_device_now() { return tracked_device(); }
 
 void reclassify(std::uint64_t ptr, bool to_kv) {
   guarded("reclassify", [&] {
-    LiveMap::accessor a;
-    if (!S().allocations.find(a, ptr)) return;
     const Category to = to_kv ? Category::kv : Category::other;
-    const Category from = a->second.category;
+    Live before;
+    if (!S().allocations.update(ptr, [&](Live& live) {
+          before = live;
+          live.category = to;
+        }))
+      return;
+    const Category from = before.category;
     if (from == to) return;
-    account_free(a->second.device, from, a->second.bytes);
-    a->second.category = to;
-    account_alloc(a->second.device, to, a->second.bytes);
+    account_free(before.device, from, before.bytes);
+    account_alloc(before.device, to, before.bytes);
     // A free in the old category and an allocation in the new one, so replaying the events gives
     // the same bytes per category as the summary.
     for (const bool freeing : {true, false}) {
       std::string& e = event_head("i", "alloc", freeing ? "free" : "alloc");
       e +=
           fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
-                      hex_pointer(ptr), a->second.bytes, a->second.device, policy::to_string(freeing ? from : to));
-      if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(a->second.device));
+                      hex_pointer(ptr), before.bytes, before.device, policy::to_string(freeing ? from : to));
+      if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(before.device));
       e += "}}";
       trace().event(e);
     }
@@ -327,38 +333,41 @@ bool tracking() {
 void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
               int device_hint) {
   guarded("on_alloc", [&] {
+    State& st = S();
     const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();
     see_device(device);
     const Category c = category_for(kind);
-    record(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr, device,
-           kind == AllocKind::kKvArena ? Category::kv : c, bytes);
+    const std::uint64_t now = trace_now_ns();  // the one clock read of this hook
+    record(kind == AllocKind::kVmmHandle ? st.handles : st.allocations, ptr, device,
+           kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
-      const std::uint8_t phase = S().phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-      std::string caller;
-      if (bytes >= options().stack_min_bytes) caller = caller_object(return_address);
-      const HotRecord r{trace_now_ns(), ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
-      if (caller.empty()) {
+      const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+      const HotRecord r{now, ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
+      if (bytes < options().stack_min_bytes) {
         trace().hot(r);
       } else {
         // Large allocations name their caller: the record's line, formatted here, plus that string.
+        const std::string caller = caller_object(return_address);
         char line[768];
-        const std::size_t n = format_hot_record(r, current_tid(), line, sizeof line);
+        const std::size_t n = caller.empty() ? 0 : format_hot_record(r, current_tid(), line, sizeof line);
         if (n > 2) {
           EventLine e;
           e.raw(line, n - 2).lit(R"(,"caller":)").quoted(caller).lit("}}");  // inserted before the closing "}}"
           emit(e);
+        } else {
+          trace().hot(r);
         }
       }
     }
-    emit_counter(device, false);
+    emit_counter(device, false, now);
     const auto di = static_cast<std::size_t>(device);
-    if (!S().sum_allocations[di].load(std::memory_order_relaxed)) {
+    if (!st.sum_allocations[di].load(std::memory_order_relaxed)) {
       feed_phase(device, policy::Alloc{ptr, bytes, c, api});
     } else if (c != Category::graph_pool) {
       // No phase rule looks at this allocation by itself: its size is added up, lock-free.
-      S().pending_alloc_bytes[di].fetch_add(bytes, std::memory_order_relaxed);
-      S().pending_alloc_ns[di].store(trace_now_ns(), std::memory_order_relaxed);
+      st.pending_alloc_bytes[di].fetch_add(bytes, std::memory_order_relaxed);
+      st.pending_alloc_ns[di].store(now, std::memory_order_relaxed);
     }
   });
 }
@@ -366,13 +375,15 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
   bool known = false;
   guarded("on_free", [&] {
-    std::optional<Live> live = retire(kind == AllocKind::kVmmHandle ? S().handles : S().allocations, ptr);
+    State& st = S();
+    std::optional<Live> live = retire(kind == AllocKind::kVmmHandle ? st.handles : st.allocations, ptr);
     if (!live) return;
     known = true;
+    const std::uint64_t now = trace_now_ns();
     if (trace().is_open())
-      trace().hot(HotRecord{trace_now_ns(), ptr, live->bytes, api, live->device, kHotFree,
+      trace().hot(HotRecord{now, ptr, live->bytes, api, live->device, kHotFree,
                             static_cast<std::uint8_t>(live->category), 0});
-    emit_counter(live->device, false);  // frees never move the phase: no tracker call on this hot path
+    emit_counter(live->device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
   return known;
 }
@@ -511,7 +522,7 @@ void child_after_fork() {
   trace().child_after_fork();
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
   // The parent's state object is leaked on purpose: its mutex may have been held by another thread.
-  state_slot() = new State;
+  g_state.store(new State, std::memory_order_release);
   t_own_captures = 0;
   refresh_process_id();
 }

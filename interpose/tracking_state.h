@@ -1,8 +1,6 @@
 // Tracking state shared by the tracker, its trace events and the exit handlers (internal to interpose/).
 #pragma once
 
-#include <tbb/concurrent_hash_map.h>
-
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "interpose/event_line.h"
+#include "interpose/live_map.h"
 #include "interpose/trace_writer.h"
 #include "policy/events.h"
 #include "policy/phases.h"
@@ -27,7 +26,7 @@ constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Cat
                                                            Category::module, Category::async_pool, Category::vmm,
                                                            Category::other};
 // Counter events for one device at most this often, plus at every checkpoint, phase change and exit.
-constexpr double kCounterIntervalUs = 1000.0;
+constexpr std::uint64_t kCounterIntervalNs = 1'000'000;
 
 struct CategoryStats {
   std::atomic<std::int64_t> live{0};
@@ -46,19 +45,13 @@ struct DeviceStats {
   std::atomic<bool> seen{false};
   std::atomic<std::uint64_t> total{0};
   std::array<CategoryStats, kCategories> categories;
-  std::atomic<double> last_counter_us{-1e18};
+  std::atomic<std::uint64_t> next_counter_ns{0};  // throttled counter samples wait until then
   // The most `other` bytes live since the last memory query; at each query, how far above what is
   // live then that went (memory that came and went); frozen when the KV burst starts.
   std::atomic<std::int64_t> other_max_since_query{0};
   std::atomic<std::uint64_t> last_transient_peak{0};
   std::atomic<std::uint64_t> profiling_peak{0};
   std::atomic<bool> post_kv{false};
-};
-
-struct Live {
-  std::uint64_t bytes = 0;
-  int device = 0;
-  Category category = Category::other;
 };
 
 struct ActiveCapture {
@@ -69,8 +62,6 @@ struct ActiveCapture {
   double begin_us = 0;
   std::uint64_t allocated = 0;
 };
-
-using LiveMap = tbb::concurrent_hash_map<std::uint64_t, Live>;
 
 // Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
 struct State {
@@ -107,13 +98,15 @@ struct State {
   std::atomic<std::uint64_t> module_loads{0};
 };
 
-// A function-local static, not a global: hooks can run before this file's initialisers (another
-// library's constructor may allocate), and a forked child swaps in a fresh state.
-inline State*& state_slot() {
-  static State* state = new State;
-  return state;
+// A constant-initialised pointer, not a global object: hooks can run before this library's dynamic
+// initialisers (another library's constructor may allocate), and a forked child swaps in a fresh
+// state. Reading it costs one load, unlike a function-local static's guard on every call.
+inline std::atomic<State*> g_state{nullptr};
+State& create_state();
+[[gnu::always_inline]] inline State& S() {
+  State* s = g_state.load(std::memory_order_acquire);
+  return s ? *s : create_state();
 }
-inline State& S() { return *state_slot(); }
 inline thread_local int t_own_captures = 0;
 
 inline std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
@@ -130,7 +123,15 @@ void emit(const EventLine& e);
 int device_index(int device);
 // First sight of a device: its total memory in a metadata event.
 void see_device(int device);
-// A counter sample of a device's live bytes per category (throttled unless `force`).
+// A counter sample of a device's live bytes per category (throttled unless `force`), stamped
+// `now_ns` (the hook's own timestamp, so a hot path reads the clock once).
+void emit_counter_sample(int device, bool force, std::uint64_t now_ns);
+// Inline: on the allocation path almost every call ends at the first comparison.
+inline void emit_counter(int device, bool force, std::uint64_t now_ns) {
+  if (!force && now_ns < S().devices[static_cast<std::size_t>(device)].next_counter_ns.load(std::memory_order_relaxed))
+    return;
+  emit_counter_sample(device, force, now_ns);
+}
 void emit_counter(int device, bool force);
 void emit_all_counters();
 std::string options_json();
