@@ -157,9 +157,9 @@ void open_trace() {
 
 int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
 
-void see_device(int device) {
+void first_sight_of_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
-  if (d.seen.load(std::memory_order_acquire) || d.seen.exchange(true)) return;
+  if (d.seen.exchange(true)) return;
   const std::uint64_t total = real_device_total(device);
   d.total.store(total);
   std::string& e = event_head("M", "kvremap", "kvremap_device");

@@ -19,9 +19,9 @@ namespace kvremap::interpose {
 namespace {
 
 constexpr std::size_t kFlushBytes = 64 * 1024;
-// Hot records a thread may have pending (96 bytes each); a thread that outruns the background
-// writer formats and writes its own records when its ring is full.
-constexpr std::size_t kRingRecords = 2048;
+// Hot records a thread may have pending: trace_detail::kRingRecords (96 bytes each); a thread that
+// outruns the background writer formats and writes its own records when its ring is full.
+using trace_detail::kRingRecords;
 // The longest hot line (the formatter drops a record that does not fit).
 constexpr std::size_t kMaxLine = 766;
 // The background writer's period: how long a hot event may wait in memory before it is in the file.
@@ -68,13 +68,13 @@ int current_tid_uncached();
 // ring only ever holds events later than everything in `data`.
 struct ThreadBuffer {
   std::string data;
-  std::unique_ptr<HotRecord[]> ring{new HotRecord[kRingRecords]};
-  std::atomic<std::uint64_t> head{0};  // next slot the owner fills
-  std::atomic<std::uint64_t> tail{0};  // oldest record not yet formatted
+  std::unique_ptr<HotRecord[]> slots{new HotRecord[kRingRecords]};
+  trace_detail::HotRing ring;
   int tid = 0;                         // the owner's, for formatting its records on another thread
   std::mutex lock;
 
   ThreadBuffer() : tid(current_tid_uncached()) {
+    ring.slots = slots.get();
     std::lock_guard<std::mutex> g(registry_lock());
     registry().push_back(this);
   }
@@ -83,28 +83,20 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
-  // Owner only.
-  void push(const HotRecord& record) {
-    const std::uint64_t h = head.load(std::memory_order_relaxed);
-    if (h - tail.load(std::memory_order_acquire) >= kRingRecords) {
-      // The background writer fell behind (or is not running): write this thread's events itself.
-      std::lock_guard<std::mutex> g(lock);
-      flush_locked();
-    }
-    ring[h % kRingRecords] = record;
-    head.store(h + 1, std::memory_order_release);
+  bool ring_full() const {
+    return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) >= kRingRecords;
   }
   // Requires `lock`. Hands every pending record, oldest first, to `sink`, then frees their slots.
   template <typename Sink>
   void drain_locked(Sink&& sink) {
-    const std::uint64_t h = head.load(std::memory_order_acquire);
-    std::uint64_t t = tail.load(std::memory_order_relaxed);
-    for (; t != h; ++t) sink(ring[t % kRingRecords]);
-    tail.store(h, std::memory_order_release);
+    const std::uint64_t h = ring.head.load(std::memory_order_acquire);
+    std::uint64_t t = ring.tail.load(std::memory_order_relaxed);
+    for (; t != h; ++t) sink(ring.slots[t % kRingRecords]);
+    ring.tail.store(h, std::memory_order_release);
   }
   // Requires `lock`. Turns the pending records into lines at the end of `data`.
   void format_records_locked() {
-    if (head.load(std::memory_order_acquire) == tail.load(std::memory_order_relaxed)) return;
+    if (ring.head.load(std::memory_order_acquire) == ring.tail.load(std::memory_order_relaxed)) return;
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
     char line[kMaxLine];
     drain_locked([&](const HotRecord& r) {
@@ -132,14 +124,14 @@ struct ThreadBuffer {
   // In a forked child: the parent's pending events are not the child's.
   void forget() {
     data.clear();
-    tail.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    ring.tail.store(ring.head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 };
 
 // A heap object per thread, freed by a pthread key destructor when the thread exits. Not a
 // thread_local object: the main thread's thread_local destructors run during exit() before the
 // atexit handler that writes the summary, which still needs its buffer.
-void release_thread_buffer(void* buffer) { delete static_cast<ThreadBuffer*>(buffer); }
+void release_thread_buffer(void* buffer);
 
 pthread_key_t buffer_key() {
   static const pthread_key_t key = [] {
@@ -150,33 +142,54 @@ pthread_key_t buffer_key() {
   return key;
 }
 
-ThreadBuffer& thread_buffer() {
-  thread_local ThreadBuffer* buffer = nullptr;
-  if (!buffer) {
-    buffer = new ThreadBuffer;
-    pthread_setspecific(buffer_key(), buffer);
-  }
-  return *buffer;
+constinit thread_local ThreadBuffer* t_buffer = nullptr;
+
+[[gnu::noinline]] ThreadBuffer& create_thread_buffer() {
+  t_buffer = new ThreadBuffer;
+  pthread_setspecific(buffer_key(), t_buffer);
+  trace_detail::t_ring = &t_buffer->ring;
+  return *t_buffer;
 }
 
-// Set at load (the constructor asks for the time once) or by the first hook, whichever is first.
-std::atomic<std::uint64_t> g_start_ns{0};
-std::uint64_t start_ns() {
-  std::uint64_t start = g_start_ns.load(std::memory_order_relaxed);
-  if (start != 0) return start;
-  const std::uint64_t now = monotonic_ns();
-  return g_start_ns.compare_exchange_strong(start, now) ? now : start;
+ThreadBuffer& thread_buffer() { return t_buffer ? *t_buffer : create_thread_buffer(); }
+
+// Runs on the exiting thread; a hook called later by another destructor starts a new buffer.
+void release_thread_buffer(void* buffer) {
+  if (t_buffer == buffer) {
+    t_buffer = nullptr;
+    trace_detail::t_ring = nullptr;
+  }
+  delete static_cast<ThreadBuffer*>(buffer);
 }
 
 }  // namespace
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+namespace trace_detail {
+constinit thread_local HotRing* t_ring = nullptr;
+
+HotRing& ring_with_room() {
+  ThreadBuffer& b = thread_buffer();
+  if (b.ring_full()) {
+    // The background writer fell behind (or is not running): this thread writes its own events.
+    std::lock_guard<std::mutex> g(b.lock);
+    b.flush_locked();
+  }
+  return b.ring;
 }
 
-std::uint64_t trace_now_ns() { return monotonic_ns() - start_ns(); }
+// Set at load (the constructor asks for the time once) or by the first hook, whichever is first.
+std::atomic<std::uint64_t> g_start_ns{0};
+std::uint64_t first_start_ns() {
+  std::uint64_t start = 0;
+  const std::uint64_t now = monotonic_ns();
+  return g_start_ns.compare_exchange_strong(start, now) ? now : start;
+}
+}  // namespace trace_detail
+
+namespace {
+
+}  // namespace
+
 double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
 namespace {
@@ -238,11 +251,6 @@ bool TraceWriter::open(const std::string& path, std::string_view first_event) {
 }
 
 void TraceWriter::set_hot_formatter(HotFormatter formatter) { g_formatter.store(formatter, std::memory_order_release); }
-
-void TraceWriter::hot(const HotRecord& record) {
-  if (fd_ < 0) return;
-  thread_buffer().push(record);
-}
 
 void TraceWriter::event(std::string_view json_object, bool flush_now) {
   if (fd_ < 0) return;

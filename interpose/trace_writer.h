@@ -1,9 +1,12 @@
 // The streamed per-process trace file: events buffered per thread, written as whole lines.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <time.h>
 
 namespace kvremap::interpose {
 
@@ -23,6 +26,22 @@ struct HotRecord {
 };
 enum HotRecordKind : std::uint8_t { kHotAlloc = 0, kHotFree = 1, kHotCounter = 2 };
 
+namespace trace_detail {
+// A thread's pending hot records: a single-producer ring. Only the owner thread advances `head`;
+// consumers (holding the owner's buffer lock) advance `tail`.
+constexpr std::size_t kRingRecords = 2048;
+struct HotRing {
+  HotRecord* slots = nullptr;
+  std::atomic<std::uint64_t> head{0};
+  std::atomic<std::uint64_t> tail{0};
+};
+// The calling thread's ring, once its buffer exists.
+extern constinit thread_local HotRing* t_ring;
+// Out of line: creates the calling thread's buffer, or writes out its full ring; returns the ring
+// with at least one free slot.
+HotRing& ring_with_room();
+}  // namespace trace_detail
+
 // Writes the JSON object of `record`, made by thread `tid`, into out[0, capacity); returns its
 // length, or 0 when it does not fit (the record is then dropped). Must not allocate.
 using HotFormatter = std::size_t (*)(const HotRecord& record, int tid, char* out, std::size_t capacity);
@@ -41,7 +60,24 @@ class TraceWriter {
   // the buffer out when it is large, or at once when `flush_now`.
   void event(std::string_view json_object, bool flush_now = false);
   // Appends a hot record to the calling thread's buffer, after its earlier events.
-  void hot(const HotRecord& record);
+  void hot(const HotRecord& record) {
+    hot_with([&](HotRecord& slot) { slot = record; });
+  }
+  // The same, letting fill(HotRecord&) write the fields it needs straight into the ring's slot
+  // (the others keep stale values, which the record's kind says to ignore). No lock, no copy.
+  template <typename Fill>
+  [[gnu::always_inline]] void hot_with(Fill&& fill) {
+    if (fd_ < 0) return;
+    trace_detail::HotRing* ring = trace_detail::t_ring;
+    std::uint64_t h = 0;
+    if (!ring || (h = ring->head.load(std::memory_order_relaxed)) - ring->tail.load(std::memory_order_acquire) >=
+                     trace_detail::kRingRecords) {
+      ring = &trace_detail::ring_with_room();
+      h = ring->head.load(std::memory_order_relaxed);
+    }
+    fill(ring->slots[h % trace_detail::kRingRecords]);
+    ring->head.store(h + 1, std::memory_order_release);
+  }
   // How hot records become lines; set before the first hot().
   void set_hot_formatter(HotFormatter formatter);
 
@@ -72,8 +108,19 @@ inline TraceWriter& trace() { return g_trace_writer; }
 
 // Microseconds since the library was loaded, the trace's time base.
 double trace_now_us();
-std::uint64_t trace_now_ns();
-std::uint64_t monotonic_ns();
+inline std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+namespace trace_detail {
+extern std::atomic<std::uint64_t> g_start_ns;  // set at load, or by the first hook
+std::uint64_t first_start_ns();
+}  // namespace trace_detail
+inline std::uint64_t trace_now_ns() {
+  const std::uint64_t start = trace_detail::g_start_ns.load(std::memory_order_relaxed);
+  return monotonic_ns() - (start != 0 ? start : trace_detail::first_start_ns());
+}
 int current_tid();
 
 }  // namespace kvremap::interpose

@@ -42,13 +42,16 @@ void disable(const char* why) {
   }
 }
 
-void ensure_started() {
-  if (S().trace_opened.load(std::memory_order_acquire)) return;
+[[gnu::noinline]] void start_tracking() {
   std::call_once(S().open_once, [] {
     open_trace();
     install_exit_handlers();
     S().trace_opened.store(true, std::memory_order_release);
   });
+}
+
+inline void ensure_started() {
+  if (!S().trace_opened.load(std::memory_order_acquire)) start_tracking();
 }
 
 // The phase rules count launches only up to small thresholds, so a long run of launches between two
@@ -343,10 +346,19 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
       const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-      const HotRecord r{now, ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
       if (bytes < options().stack_min_bytes) {
-        trace().hot(r);
+        trace().hot_with([&](HotRecord& r) {
+          r.ts_ns = now;
+          r.ptr = ptr;
+          r.bytes = bytes;
+          r.api = api;
+          r.device = device;
+          r.kind = kHotAlloc;
+          r.category = static_cast<std::uint8_t>(c);
+          r.phase = phase;
+        });
       } else {
+        const HotRecord r{now, ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
         // Large allocations name their caller: the record's line, formatted here, plus that string.
         const std::string caller = caller_object(return_address);
         char line[768];
@@ -381,8 +393,15 @@ bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
     known = true;
     const std::uint64_t now = trace_now_ns();
     if (trace().is_open())
-      trace().hot(HotRecord{now, ptr, live->bytes, api, live->device, kHotFree,
-                            static_cast<std::uint8_t>(live->category), 0});
+      trace().hot_with([&](HotRecord& r) {
+        r.ts_ns = now;
+        r.ptr = ptr;
+        r.bytes = live->bytes;
+        r.api = api;
+        r.device = live->device;
+        r.kind = kHotFree;
+        r.category = static_cast<std::uint8_t>(live->category);
+      });
     emit_counter(live->device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
   return known;

@@ -122,7 +122,10 @@ std::size_t format_hot_record(const HotRecord& record, int tid, char* out, std::
 void emit(const EventLine& e);
 int device_index(int device);
 // First sight of a device: its total memory in a metadata event.
-void see_device(int device);
+void first_sight_of_device(int device);
+inline void see_device(int device) {
+  if (!S().devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire)) first_sight_of_device(device);
+}
 // A counter sample of a device's live bytes per category (throttled unless `force`), stamped
 // `now_ns` (the hook's own timestamp, so a hot path reads the clock once).
 void emit_counter_sample(int device, bool force, std::uint64_t now_ns);
