@@ -160,9 +160,7 @@ KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
   KVREMAP_ENTER(cuMemFree_v2, dptr);
   CUresult kv_result = CUDA_SUCCESS;
   if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
-  CUresult r = real(dptr);
-  if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kPlain, "cuMemFree");
-  return r;
+  return tracked_free(dptr, AllocKind::kPlain, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
 }
 
 #define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
@@ -179,9 +177,8 @@ KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 #define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                  \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                       \
     KVREMAP_ENTER(exp, dptr, stream);                                                  \
-    CUresult r = real(dptr, stream);                                                   \
-    if (r == CUDA_SUCCESS) on_free(dptr, AllocKind::kStreamOrdered, "cuMemFreeAsync"); \
-    return r;                                                                          \
+    return tracked_free(dptr, AllocKind::kStreamOrdered, "cuMemFreeAsync", CUDA_SUCCESS, \
+                        [&] { return real(dptr, stream); });                           \
   }
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
@@ -209,9 +206,7 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
 
 KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   KVREMAP_ENTER(cuMemRelease, handle);
-  CUresult r = real(handle);
-  if (r == CUDA_SUCCESS) on_free(handle, AllocKind::kVmmHandle, "cuMemRelease");
-  return r;
+  return tracked_free(handle, AllocKind::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
 }
 
 // Mapping calls move no device memory by themselves; they are hooked so later stages can manage

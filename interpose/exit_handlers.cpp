@@ -17,8 +17,8 @@ namespace {
 // loadable file without a summary, as if the process had been killed.
 void finish_from_signal(const char* reason) {
   // Inside one of kvremap's hooks on this thread, its locks may be held: no summary then.
-  if (inside_hook() || S().finished.exchange(true)) return;
-  if (!S().trace_opened.load() || S().disabled.load()) return;
+  if (inside_hook() || g_finished.exchange(true)) return;
+  if (!S().trace_opened.load() || g_disabled.load()) return;
   try {
     trace().try_close(summary_json(reason, true));
   } catch (...) {
@@ -63,8 +63,8 @@ void install_exit_handlers() {
 using namespace tracker_detail;
 
 void finish(const char* reason) {
-  if (S().finished.exchange(true)) return;
-  if (!S().trace_opened.load() || S().disabled.load()) {
+  if (g_finished.exchange(true)) return;
+  if (!S().trace_opened.load() || g_disabled.load()) {
     trace().flush_all();
     return;
   }

@@ -274,10 +274,10 @@ void commit_locked(DeviceKv& k, const char* trigger) {
 
 }  // namespace
 
-bool kv_mode() { return options().mode == policy::Mode::defer; }
+namespace kv_detail {
 
-bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result) {
-  if (!kv_mode() || !tracking()) return false;
+bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result) {
+  if (!tracking()) return false;
   const policy::Options& o = options();
   const KvTag tag = current_tag();
   if (!policy::may_place_in_arena(bytes, tag, o.kv_min_bytes, o.kv_tensor_bytes) || capture_open()) return false;
@@ -309,8 +309,8 @@ bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUd
   return true;
 }
 
-bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
-  if (!kv_mode() || !g_any_arena.load(std::memory_order_relaxed)) return false;
+bool free(CUdeviceptr ptr, const char* api, CUresult* result) {
+  if (!g_any_arena.load(std::memory_order_relaxed)) return false;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   for (auto& slot : k.devices) {
@@ -331,8 +331,8 @@ bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
   return false;
 }
 
-void kv_before(KvPoint point) {
-  if (!kv_mode() || capture_open()) return;
+void before(KvPoint point) {
+  if (capture_open()) return;
   if (point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed) == 0
                                       : g_active.load(std::memory_order_relaxed) == 0)
     return;
@@ -383,6 +383,8 @@ void kv_before(KvPoint point) {
   }
   if (commit) commit_locked(d, trigger);
 }
+
+}  // namespace kv_detail
 
 // A capture on any device is start-up activity for all of them, and blocks their commits while open.
 void kv_capture_began() {

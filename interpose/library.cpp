@@ -16,10 +16,19 @@
 extern char** environ;
 
 namespace kvremap::interpose {
+namespace library_detail {
+policy::Options* g_options = nullptr;
+
+const policy::Options& default_options() {
+  static const policy::Options defaults = policy::default_options();
+  return defaults;
+}
+}  // namespace library_detail
+
 namespace {
+using library_detail::g_options;
 
 // Plain pointers, constant-initialised: the constructor below may run before dynamic initialisers.
-policy::Options* g_options = nullptr;
 std::vector<policy::OptionProblem>* g_problems = nullptr;
 std::shared_ptr<spdlog::logger>* g_logger = nullptr;
 
@@ -60,12 +69,6 @@ __attribute__((constructor)) void load() {
 }
 
 }  // namespace
-
-const policy::Options& options() {
-  if (g_options) return *g_options;  // checked first: the defaults' guard is not paid on every call
-  static const policy::Options defaults = policy::default_options();
-  return defaults;
-}
 
 spdlog::logger& log() {
   if (g_logger) return **g_logger;

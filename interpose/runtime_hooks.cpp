@@ -113,9 +113,9 @@ KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
   CUresult kv_result = CUDA_SUCCESS;
   if (ptr && kv_free(reinterpret_cast<CUdeviceptr>(ptr), "cudaFree", &kv_result))
     return kv_result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-  cudaError_t r = real(ptr);
-  if (r == cudaSuccess && ptr) on_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kPlain, "cudaFree");
-  return r;
+  if (!ptr) return real(ptr);
+  return tracked_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kPlain, "cudaFree", cudaSuccess,
+                      [&] { return real(ptr); });
 }
 
 #define KVREMAP_RT_ASYNC_ALLOC(name)                                                                      \
@@ -133,10 +133,9 @@ KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
 #define KVREMAP_RT_ASYNC_FREE(name)                                                              \
   KVREMAP_HOOK cudaError_t name(void* ptr, cudaStream_t stream) {                                \
     KVREMAP_RT_ENTER(name, ptr, stream);                                                         \
-    cudaError_t r = real(ptr, stream);                                                           \
-    if (r == cudaSuccess && ptr)                                                                 \
-      on_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kStreamOrdered, "cudaFreeAsync"); \
-    return r;                                                                                    \
+    if (!ptr) return real(ptr, stream);                                                          \
+    return tracked_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kStreamOrdered,          \
+                        "cudaFreeAsync", cudaSuccess, [&] { return real(ptr, stream); });        \
   }
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync)
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync_ptsz)

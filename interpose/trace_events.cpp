@@ -54,11 +54,35 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
 }
 
 
+namespace {
+// `"pid":P,"tid":T` of the thread whose records were formatted last: the writer formats long runs
+// of one thread's records, so the two numbers are written once per run, not once per line.
+struct IdsText {
+  int pid = -1;
+  int tid = -1;
+  std::size_t size = 0;
+  char text[48] = {};
+};
+thread_local IdsText t_ids;
+
+const IdsText& ids_text(int tid) {
+  const int pid = process_id();
+  if (t_ids.pid != pid || t_ids.tid != tid) {
+    EventLine e(t_ids.text, sizeof t_ids.text);
+    e.lit(R"("pid":)").u64(static_cast<std::uint64_t>(pid)).lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
+    t_ids.size = e.view().size();
+    t_ids.pid = pid;
+    t_ids.tid = tid;
+  }
+  return t_ids;
+}
+}  // namespace
+
 std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_t capacity) {
-  EventLine e;
+  EventLine e(out, capacity);  // straight into the caller's buffer
+  const IdsText& ids = ids_text(tid);
   if (r.kind == kHotCounter) {
-    e.lit(R"({"ph":"C","cat":"memory","pid":)").u64(static_cast<std::uint64_t>(process_id()));
-    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid)).lit(R"(,"ts":)").micros(r.ts_ns);
+    e.lit(R"({"ph":"C","cat":"memory",)").raw(ids.text, ids.size).lit(R"(,"ts":)").micros(r.ts_ns);
     e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device)).lit(R"( bytes","args":{)");
     for (std::size_t i = 0; i < kCategories; ++i) {
       if (i) e.lit(",");
@@ -66,8 +90,7 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
     }
     e.lit("}}");
   } else {
-    e.lit(R"({"ph":"i","cat":"alloc","pid":)").u64(static_cast<std::uint64_t>(process_id()));
-    e.lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
+    e.lit(R"({"ph":"i","cat":"alloc",)").raw(ids.text, ids.size);
     e.raw(r.kind == kHotAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
     e.lit(R"(,"s":"t","ts":)").micros(r.ts_ns);
     e.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)").hex(r.ptr).lit(R"(,"bytes":)").u64(r.bytes);
@@ -76,12 +99,8 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
     if (r.kind == kHotAlloc) e.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase)));
     e.lit(R"("}})");
   }
-  const std::string_view v = e.view();
-  if (e.overflowed() || v.size() > capacity) return 0;
-  std::memcpy(out, v.data(), v.size());
-  return v.size();
+  return e.overflowed() ? 0 : e.view().size();
 }
-
 
 void emit(const EventLine& e) {
   if (!e.overflowed()) trace().event(e.view());

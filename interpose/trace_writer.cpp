@@ -98,13 +98,13 @@ struct ThreadBuffer {
   void format_records_locked() {
     if (ring.head.load(std::memory_order_acquire) == ring.tail.load(std::memory_order_relaxed)) return;
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
-    char line[kMaxLine];
+    char line[kMaxLine + 2];  // the separator, the event, the newline: one append per record
+    line[0] = ',';
     drain_locked([&](const HotRecord& r) {
-      const std::size_t n = format ? format(r, tid, line, sizeof line) : 0;
+      const std::size_t n = format ? format(r, tid, line + 1, kMaxLine) : 0;
       if (n == 0) return;
-      data += ',';
-      data.append(line, n);
-      data += '\n';
+      line[n + 1] = '\n';
+      data.append(line, n + 2);
     });
   }
   // Requires `lock`.

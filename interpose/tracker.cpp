@@ -30,7 +30,7 @@ using namespace tracker_detail;
 using policy::Category;
 
 void disable(const char* why) {
-  if (S().disabled.exchange(true)) return;
+  if (g_disabled.exchange(true)) return;
   log().error("tracking disabled: {}; every call now passes straight through", why);
   try {
     std::string& e = event_head("i", "kvremap", "tracking disabled");
@@ -195,7 +195,7 @@ std::optional<Live> retire(LiveMap& map, std::uint64_t key) {
 
 template <typename Body>
 void guarded(const char* what, Body&& body) {
-  if (S().disabled.load(std::memory_order_relaxed)) return;
+  if (g_disabled.load(std::memory_order_relaxed)) return;
   try {
     ensure_started();
     body();
@@ -329,10 +329,6 @@ void trace_kv_event(const char* name, const std::string& args_json) {
   });
 }
 
-bool tracking() {
-  return !S().disabled.load(std::memory_order_relaxed) && !S().finished.load(std::memory_order_relaxed);
-}
-
 void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
               int device_hint) {
   guarded("on_alloc", [&] {
@@ -384,27 +380,52 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
   });
 }
 
-bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
-  bool known = false;
-  guarded("on_free", [&] {
-    State& st = S();
-    std::optional<Live> live = retire(kind == AllocKind::kVmmHandle ? st.handles : st.allocations, ptr);
+FreeTicket begin_free(std::uint64_t key, AllocKind kind) {
+  FreeTicket ticket;
+  ticket.key = key;
+  ticket.kind = kind;
+  guarded("begin_free", [&] {
+    const std::optional<Live> live = (kind == AllocKind::kVmmHandle ? S().handles : S().allocations).take(key);
     if (!live) return;
-    known = true;
+    ticket.bytes = live->bytes;
+    ticket.device = live->device;
+    ticket.category = static_cast<std::uint8_t>(live->category);
+    ticket.tracked = true;
+  });
+  return ticket;
+}
+
+void end_free(const FreeTicket& ticket, bool ok, const char* api) {
+  if (!ticket.tracked) return;
+  guarded("end_free", [&] {
+    State& st = S();
+    LiveMap& map = ticket.kind == AllocKind::kVmmHandle ? st.handles : st.allocations;
+    const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
+    if (!ok) {
+      // The driver kept the object, so nobody can have been handed its key meanwhile.
+      if (std::optional<Live> other = map.put(ticket.key, live)) account_free(other->device, other->category, other->bytes);
+      return;
+    }
+    account_free(live.device, live.category, live.bytes);
     const std::uint64_t now = trace_now_ns();
     if (trace().is_open())
       trace().hot_with([&](HotRecord& r) {
         r.ts_ns = now;
-        r.ptr = ptr;
-        r.bytes = live->bytes;
+        r.ptr = ticket.key;
+        r.bytes = live.bytes;
         r.api = api;
-        r.device = live->device;
+        r.device = live.device;
         r.kind = kHotFree;
-        r.category = static_cast<std::uint8_t>(live->category);
+        r.category = ticket.category;
       });
-    emit_counter(live->device, false, now);  // frees never move the phase: no tracker call on this hot path
+    emit_counter(live.device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
-  return known;
+}
+
+bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
+  const FreeTicket ticket = begin_free(ptr, kind);
+  end_free(ticket, true, api);
+  return ticket.tracked;
 }
 
 void on_memory_query(const char* api, std::size_t driver_free, std::size_t driver_total, std::size_t returned_free,
@@ -542,6 +563,8 @@ void child_after_fork() {
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
   // The parent's state object is leaked on purpose: its mutex may have been held by another thread.
   g_state.store(new State, std::memory_order_release);
+  g_disabled.store(false);
+  g_finished.store(false);
   t_own_captures = 0;
   refresh_process_id();
 }

@@ -1,6 +1,7 @@
 // What kvremap observes, in CUDA-neutral terms: allocations by category, queries, captures, graphs, modules.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,7 +18,32 @@ enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle, kKvArena };
 void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
               int device = -1);
 // Returns false when the pointer/handle was not tracked (e.g. allocated before tracking started).
+// For frees kvremap itself performs; a hook forwarding the program's free uses tracked_free.
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api);
+
+// What a free took out of tracking before its real call (see tracked_free).
+struct FreeTicket {
+  std::uint64_t key = 0;
+  std::uint64_t bytes = 0;
+  int device = 0;
+  std::uint8_t category = 0;
+  AllocKind kind = AllocKind::kPlain;
+  bool tracked = false;
+};
+FreeTicket begin_free(std::uint64_t key, AllocKind kind);
+// `ok`: the real call succeeded, so the free is accounted and traced; otherwise the entry goes back.
+void end_free(const FreeTicket& ticket, bool ok, const char* api);
+
+// Runs a free hook's real call with the object's entry already out of the live map. Once the driver
+// has released an address or handle, another thread's allocation may get it back at once and record
+// it; taking ours out afterwards would take that thread's entry instead (and lose its free).
+template <typename Result, typename Call>
+Result tracked_free(std::uint64_t key, AllocKind kind, const char* api, Result success, Call&& call) {
+  const FreeTicket ticket = begin_free(key, kind);
+  const Result r = call();
+  end_free(ticket, r == success, api);
+  return r;
+}
 
 void on_memory_query(const char* api, std::size_t driver_free, std::size_t driver_total, std::size_t returned_free,
                      std::size_t returned_total);
@@ -54,8 +80,18 @@ void reclassify(std::uint64_t ptr, bool to_kv);
 void trace_kv_event(const char* name, const std::string& args_json);
 int tracked_device_now();
 
-// True while tracking is on (options allow it, nothing failed internally).
-bool tracking();
+namespace tracker_detail {
+// Outside the per-process state so that every hook reads them with two plain loads; a forked child
+// clears them (it tracks afresh).
+inline constinit std::atomic<bool> g_disabled{false};  // an internal failure turned tracking off
+inline constinit std::atomic<bool> g_finished{false};  // the summary has been written (exit, signal)
+}  // namespace tracker_detail
+
+// True while tracking is on (nothing failed internally, the process is not exiting).
+inline bool tracking() {
+  return !tracker_detail::g_disabled.load(std::memory_order_relaxed) &&
+         !tracker_detail::g_finished.load(std::memory_order_relaxed);
+}
 
 // Writes the summary and closes the trace; `reason` is "atexit", "SIGTERM" or "SIGINT".
 void finish(const char* reason);

@@ -65,9 +65,7 @@ struct ActiveCapture {
 
 // Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
 struct State {
-  std::atomic<bool> disabled{false};
   std::atomic<bool> trace_opened{false};
-  std::atomic<bool> finished{false};
   std::once_flag open_once;
   std::array<DeviceStats, kMaxDevices> devices;
   LiveMap allocations;  // device pointers (cuMemAlloc family, async)

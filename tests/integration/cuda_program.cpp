@@ -10,11 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #undef cuGetProcAddress
 extern "C" CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
@@ -300,6 +302,28 @@ int two_devices() {
   return failures;
 }
 
+// Threads allocating and freeing at once, as an engine's allocator threads do: the driver hands an
+// address freed by one thread straight to another thread's allocation, over and over.
+int churn() {
+  constexpr int kThreads = 8;
+  constexpr int kPairs = 1500;
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      cudaSetDevice(0);
+      for (int i = 0; i < kPairs; ++i) {
+        void* p = nullptr;
+        const std::size_t bytes = (t % 2 ? 256 : 512) << 10;  // two sizes: a mixed-up entry shows in the bytes
+        if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess) ++failed;
+      }
+    });
+  for (auto& t : threads) t.join();
+  check(failed == 0, "every allocation and free succeeded");
+  std::printf("churn: %d pairs\n", kThreads * kPairs);
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -337,6 +361,7 @@ int main(int argc, char** argv) {
   if (mode == "interrupt") return handle_interrupt();
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
-  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices\n");
+  if (mode == "churn") return churn();
+  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn\n");
   return 2;
 }

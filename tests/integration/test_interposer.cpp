@@ -162,6 +162,39 @@ TEST(Interposer, ForkedChildLeavesItsOwnCompleteTrace) {
   EXPECT_EQ(category(child, "other").allocated_bytes, 12 * kMiB) << "the child's trace holds only its own work";
 }
 
+// A free is taken out of tracking before the driver releases the address: another thread that gets
+// the address back at once must not have its own record taken in place of the freed one.
+TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
+  const Traced t = run_traced("churn");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  constexpr std::uint64_t kPairs = 8 * 1500;
+  ASSERT_EQ(trace.allocs.size(), kPairs);
+  ASSERT_EQ(trace.frees.size(), kPairs);
+  // Each thread's events pair up: an allocation, then the free of that very allocation.
+  std::map<std::int64_t, std::vector<const kvremap::trace::MemoryEvent*>> by_thread;
+  std::vector<const kvremap::trace::MemoryEvent*> all;
+  for (const auto& e : trace.allocs) all.push_back(&e);
+  for (const auto& e : trace.frees) all.push_back(&e);
+  // File order: each thread's events are written in the order it made them.
+  std::sort(all.begin(), all.end(), [](const auto* a, const auto* b) { return a->event.index < b->event.index; });
+  for (const auto* e : all) by_thread[e->event.tid].push_back(e);
+  ASSERT_EQ(by_thread.size(), 8u);
+  for (const auto& [tid, events] : by_thread) {
+    ASSERT_EQ(events.size(), 2 * 1500u) << "thread " << tid;
+    for (std::size_t i = 0; i + 1 < events.size(); i += 2) {
+      ASSERT_EQ(events[i]->ptr, events[i + 1]->ptr) << "thread " << tid << " event " << i;
+      ASSERT_EQ(events[i]->bytes, events[i + 1]->bytes) << "thread " << tid << " event " << i;
+    }
+  }
+  const auto& other = category(trace, "other");
+  EXPECT_EQ(other.allocations, kPairs);
+  EXPECT_EQ(other.frees, kPairs);
+  EXPECT_EQ(other.live_bytes, 0u);
+  EXPECT_EQ(other.allocated_bytes, 4 * 1500 * (256 + 512) * 1024ULL);
+}
+
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
   Traced t = run_traced("wait", {}, 3, SIGKILL);
   EXPECT_EQ(t.run.signal, SIGKILL);
