@@ -1,6 +1,7 @@
 // A fixed-size, allocation-free JSON line builder for the hot trace events (allocations, frees, counters).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -32,40 +33,40 @@ class EventLine {
   EventLine& raw(std::string_view text) { return raw(text.data(), text.size()); }
   EventLine& u64(std::uint64_t value) {
     // Digits written from the last backwards, two per step from a table: no temporary, no copy.
-    static constexpr char kPairs[] =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-        "8081828384858687888990919293949596979899";
-    std::size_t n = 1;
-    for (std::uint64_t v = value; v >= 10; v /= 10) ++n;
+    const std::size_t n = decimal_digits(value);
     if (n > room()) return overflow();
     char* p = end_ + n;
     end_ = p;
     while (value >= 100) {
-      const unsigned pair = static_cast<unsigned>(value % 100) * 2;
+      const std::size_t pair = static_cast<std::size_t>(value % 100) * 2;
       value /= 100;
-      *--p = kPairs[pair + 1];
-      *--p = kPairs[pair];
+      *--p = kDecimalPairs[pair + 1];
+      *--p = kDecimalPairs[pair];
     }
     if (value >= 10) {
-      const unsigned pair = static_cast<unsigned>(value) * 2;
-      *--p = kPairs[pair + 1];
-      *--p = kPairs[pair];
+      const std::size_t pair = static_cast<std::size_t>(value) * 2;
+      *--p = kDecimalPairs[pair + 1];
+      *--p = kDecimalPairs[pair];
     } else {
       *--p = static_cast<char>('0' + value);
     }
     return *this;
   }
   EventLine& hex(std::uint64_t value) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::size_t n = 1;
-    for (std::uint64_t v = value >> 4; v; v >>= 4) ++n;
+    // Whole bytes two digits at a time; a leading zero nibble is dropped afterwards.
+    const std::size_t n = (static_cast<std::size_t>(std::bit_width(value | 1)) + 3) / 4;
     if (n + 4 > room()) return overflow();
     *end_++ = '"';
     *end_++ = '0';
     *end_++ = 'x';
-    for (char* p = end_ + n; p != end_; value >>= 4) *--p = kDigits[value & 15];
-    end_ += n;
+    char* p = end_ + n;
+    end_ = p;
+    for (std::size_t left = n; left >= 2; left -= 2, value >>= 8) {
+      const std::size_t pair = static_cast<std::size_t>(value & 0xff) * 2;
+      *--p = kHexPairs[pair + 1];
+      *--p = kHexPairs[pair];
+    }
+    if (n % 2) *--p = kHexPairs[(value & 0xf) * 2 + 1];
     *end_++ = '"';
     return *this;
   }
@@ -84,6 +85,48 @@ class EventLine {
   std::string_view view() const { return {begin_, static_cast<std::size_t>(end_ - begin_)}; }
 
  private:
+  static constexpr char kDecimalPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  static constexpr char kHexPairs[] =
+      "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+      "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+      "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+      "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+      "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+      "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+      "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+      "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+  // Decimal digits of `value` (at least 1), from its bit width without a division loop.
+  static std::size_t decimal_digits(std::uint64_t value) {
+    static constexpr std::uint64_t kPowers[] = {1ULL,
+                                                10ULL,
+                                                100ULL,
+                                                1000ULL,
+                                                10000ULL,
+                                                100000ULL,
+                                                1000000ULL,
+                                                10000000ULL,
+                                                100000000ULL,
+                                                1000000000ULL,
+                                                10000000000ULL,
+                                                100000000000ULL,
+                                                1000000000000ULL,
+                                                10000000000000ULL,
+                                                100000000000000ULL,
+                                                1000000000000000ULL,
+                                                10000000000000000ULL,
+                                                100000000000000000ULL,
+                                                1000000000000000000ULL,
+                                                10000000000000000000ULL};
+    // 1233/4096 ~ log10(2): an estimate that is exact or one too high, corrected by one comparison.
+    // `value | 1` makes 0 count as one digit and compares like `value` against the (even) powers.
+    const std::uint64_t v = value | 1;
+    const std::size_t estimate = (static_cast<std::size_t>(std::bit_width(v)) * 1233) >> 12;
+    return estimate + (v >= kPowers[estimate] ? 1 : 0);
+  }
+
   std::size_t room() const { return static_cast<std::size_t>(limit_ - end_); }
   EventLine& overflow() {
     overflowed_ = true;
