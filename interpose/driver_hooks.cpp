@@ -160,7 +160,7 @@ KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
   KVREMAP_ENTER(cuMemFree_v2, dptr);
   CUresult kv_result = CUDA_SUCCESS;
   if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
-  return tracked_free(dptr, AllocKind::kPlain, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
+  return tracked_free(dptr, Held::kAllocation, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
 }
 
 #define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
@@ -177,7 +177,7 @@ KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 #define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                  \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                       \
     KVREMAP_ENTER(exp, dptr, stream);                                                  \
-    return tracked_free(dptr, AllocKind::kStreamOrdered, "cuMemFreeAsync", CUDA_SUCCESS, \
+    return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, \
                         [&] { return real(dptr, stream); });                           \
   }
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
@@ -206,7 +206,7 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
 
 KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   KVREMAP_ENTER(cuMemRelease, handle);
-  return tracked_free(handle, AllocKind::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
+  return tracked_free(handle, Held::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
 }
 
 // Mapping calls move no device memory by themselves; they are hooked so later stages can manage
@@ -288,9 +288,8 @@ KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
 
 KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
   KVREMAP_ENTER(cuGraphExecDestroy, exec);
-  CUresult r = real(exec);
-  if (r == CUDA_SUCCESS) on_graph_exec_destroy(reinterpret_cast<std::uint64_t>(exec), "cuGraphExecDestroy");
-  return r;
+  return tracked_free(reinterpret_cast<std::uint64_t>(exec), Held::kGraphExec, "cuGraphExecDestroy", CUDA_SUCCESS,
+                      [&] { return real(exec); });
 }
 
 KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
@@ -330,16 +329,14 @@ KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CU
 
 KVREMAP_HOOK CUresult cuModuleUnload(CUmodule module) {
   KVREMAP_ENTER(cuModuleUnload, module);
-  CUresult r = real(module);
-  if (r == CUDA_SUCCESS) on_module_unload(reinterpret_cast<std::uint64_t>(module), "cuModuleUnload");
-  return r;
+  return tracked_free(reinterpret_cast<std::uint64_t>(module), Held::kModule, "cuModuleUnload", CUDA_SUCCESS,
+                      [&] { return real(module); });
 }
 
 KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
   KVREMAP_ENTER(cuLibraryUnload, library);
-  CUresult r = real(library);
-  if (r == CUDA_SUCCESS) on_module_unload(reinterpret_cast<std::uint64_t>(library), "cuLibraryUnload");
-  return r;
+  return tracked_free(reinterpret_cast<std::uint64_t>(library), Held::kModule, "cuLibraryUnload", CUDA_SUCCESS,
+                      [&] { return real(library); });
 }
 
 #define KVREMAP_LAUNCH_HOOK(exp)                                                                           \

@@ -114,7 +114,7 @@ KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
   if (ptr && kv_free(reinterpret_cast<CUdeviceptr>(ptr), "cudaFree", &kv_result))
     return kv_result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
   if (!ptr) return real(ptr);
-  return tracked_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kPlain, "cudaFree", cudaSuccess,
+  return tracked_free(reinterpret_cast<std::uint64_t>(ptr), Held::kAllocation, "cudaFree", cudaSuccess,
                       [&] { return real(ptr); });
 }
 
@@ -134,7 +134,7 @@ KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
   KVREMAP_HOOK cudaError_t name(void* ptr, cudaStream_t stream) {                                \
     KVREMAP_RT_ENTER(name, ptr, stream);                                                         \
     if (!ptr) return real(ptr, stream);                                                          \
-    return tracked_free(reinterpret_cast<std::uint64_t>(ptr), AllocKind::kStreamOrdered,          \
+    return tracked_free(reinterpret_cast<std::uint64_t>(ptr), Held::kAllocation,          \
                         "cudaFreeAsync", cudaSuccess, [&] { return real(ptr, stream); });        \
   }
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync)
@@ -204,9 +204,8 @@ KVREMAP_RT_GRAPH_LAUNCH(cudaGraphLaunch_ptsz)
 
 KVREMAP_HOOK cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   KVREMAP_RT_ENTER(cudaGraphExecDestroy, exec);
-  cudaError_t r = real(exec);
-  if (r == cudaSuccess) on_graph_exec_destroy(reinterpret_cast<std::uint64_t>(exec), "cudaGraphExecDestroy");
-  return r;
+  return tracked_free(reinterpret_cast<std::uint64_t>(exec), Held::kGraphExec, "cudaGraphExecDestroy", cudaSuccess,
+                      [&] { return real(exec); });
 }
 
 // Entry-point lookups take no HookScope: the resolver call cudart makes inside must reach the

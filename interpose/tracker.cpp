@@ -187,12 +187,6 @@ void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64
   account_alloc(device, c, bytes, now_ns);
 }
 
-std::optional<Live> retire(LiveMap& map, std::uint64_t key) {
-  std::optional<Live> live = map.take(key);
-  if (live) account_free(live->device, live->category, live->bytes);
-  return live;
-}
-
 template <typename Body>
 void guarded(const char* what, Body&& body) {
   if (g_disabled.load(std::memory_order_relaxed)) return;
@@ -207,29 +201,37 @@ void guarded(const char* what, Body&& body) {
 }
 
 // Graph execs and modules: driver objects that hold device memory from creation to destruction.
+void held_object_event(const char* cat, const char* name, const char* api, const char* key_field, std::uint64_t key,
+                       std::uint64_t bytes, int device) {
+  std::string& e = event_head("i", cat, name);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
+                   hex_pointer(key), bytes, device);
+  trace().event(e);
+  emit_counter(device, false);
+}
+
 // Returns the device charged.
 int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* name, const char* key_field,
                        std::uint64_t key, std::uint64_t bytes, const char* api) {
   const int device = tracked_device();
   see_device(device);
   record(map, key, device, c, bytes);
-  std::string& e = event_head("i", cat, name);
-  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
-                   hex_pointer(key), bytes, device);
-  trace().event(e);
-  emit_counter(device, false);
+  held_object_event(cat, name, api, key_field, key, bytes, device);
   return device;
 }
 
-void held_object_released(LiveMap& map, const char* cat, const char* name, const char* key_field, std::uint64_t key,
-                          const char* api) {
-  std::optional<Live> live = retire(map, key);
-  if (!live) return;
-  std::string& e = event_head("i", cat, name);
-  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
-                   hex_pointer(key), live->bytes, live->device);
-  trace().event(e);
-  emit_counter(live->device, false);
+LiveMap& map_of(Held held) {
+  switch (held) {
+    case Held::kVmmHandle:
+      return S().handles;
+    case Held::kGraphExec:
+      return S().execs;
+    case Held::kModule:
+      return S().modules;
+    case Held::kAllocation:
+      break;
+  }
+  return S().allocations;
 }
 
 }  // namespace
@@ -380,12 +382,12 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
   });
 }
 
-FreeTicket begin_free(std::uint64_t key, AllocKind kind) {
+FreeTicket begin_free(std::uint64_t key, Held held) {
   FreeTicket ticket;
   ticket.key = key;
-  ticket.kind = kind;
+  ticket.held = held;
   guarded("begin_free", [&] {
-    const std::optional<Live> live = (kind == AllocKind::kVmmHandle ? S().handles : S().allocations).take(key);
+    const std::optional<Live> live = map_of(held).take(key);
     if (!live) return;
     ticket.bytes = live->bytes;
     ticket.device = live->device;
@@ -398,15 +400,22 @@ FreeTicket begin_free(std::uint64_t key, AllocKind kind) {
 void end_free(const FreeTicket& ticket, bool ok, const char* api) {
   if (!ticket.tracked) return;
   guarded("end_free", [&] {
-    State& st = S();
-    LiveMap& map = ticket.kind == AllocKind::kVmmHandle ? st.handles : st.allocations;
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
     if (!ok) {
       // The driver kept the object, so nobody can have been handed its key meanwhile.
-      if (std::optional<Live> other = map.put(ticket.key, live)) account_free(other->device, other->category, other->bytes);
+      if (std::optional<Live> other = map_of(ticket.held).put(ticket.key, live))
+        account_free(other->device, other->category, other->bytes);
       return;
     }
     account_free(live.device, live.category, live.bytes);
+    if (ticket.held == Held::kGraphExec) {
+      held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
+      return;
+    }
+    if (ticket.held == Held::kModule) {
+      held_object_event("module", "module unload", api, "handle", ticket.key, live.bytes, live.device);
+      return;
+    }
     const std::uint64_t now = trace_now_ns();
     if (trace().is_open())
       trace().hot_with([&](HotRecord& r) {
@@ -423,7 +432,7 @@ void end_free(const FreeTicket& ticket, bool ok, const char* api) {
 }
 
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
-  const FreeTicket ticket = begin_free(ptr, kind);
+  const FreeTicket ticket = begin_free(ptr, kind == AllocKind::kVmmHandle ? Held::kVmmHandle : Held::kAllocation);
   end_free(ticket, true, api);
   return ticket.tracked;
 }
@@ -524,11 +533,6 @@ void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* a
   });
 }
 
-void on_graph_exec_destroy(std::uint64_t exec, const char* api) {
-  guarded("on_graph_exec_destroy",
-          [&] { held_object_released(S().execs, "graph", "graph exec destroy", "exec", exec, api); });
-}
-
 void on_graph_launch() {
   S().graph_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
@@ -548,11 +552,6 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) 
         held_object_loaded(S().modules, Category::module, "module", "module load", "handle", handle, bytes, api);
     feed_phase(device, policy::ModuleLoad{bytes});
   });
-}
-
-void on_module_unload(std::uint64_t handle, const char* api) {
-  guarded("on_module_unload",
-          [&] { held_object_released(S().modules, "module", "module unload", "handle", handle, api); });
 }
 
 void prepare_fork() { trace().prepare_fork(); }

@@ -21,25 +21,29 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
 // For frees kvremap itself performs; a hook forwarding the program's free uses tracked_free.
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api);
 
-// What a free took out of tracking before its real call (see tracked_free).
+// The kinds of tracked objects that hold device memory until the program releases them.
+enum class Held : std::uint8_t { kAllocation, kVmmHandle, kGraphExec, kModule };
+
+// What a release took out of tracking before its real call (see tracked_free).
 struct FreeTicket {
   std::uint64_t key = 0;
   std::uint64_t bytes = 0;
   int device = 0;
   std::uint8_t category = 0;
-  AllocKind kind = AllocKind::kPlain;
+  Held held = Held::kAllocation;
   bool tracked = false;
 };
-FreeTicket begin_free(std::uint64_t key, AllocKind kind);
-// `ok`: the real call succeeded, so the free is accounted and traced; otherwise the entry goes back.
+FreeTicket begin_free(std::uint64_t key, Held held);
+// `ok`: the real call succeeded, so the release is accounted and traced; otherwise the entry goes back.
 void end_free(const FreeTicket& ticket, bool ok, const char* api);
 
-// Runs a free hook's real call with the object's entry already out of the live map. Once the driver
-// has released an address or handle, another thread's allocation may get it back at once and record
-// it; taking ours out afterwards would take that thread's entry instead (and lose its free).
+// Runs a release hook's real call (a free, cuMemRelease, a graph exec's destruction, a module
+// unload) with the object's entry already out of the live map. Once the driver has released an
+// address or handle, another thread may get it back at once and record it; taking ours out
+// afterwards would take that thread's entry instead (and lose its release).
 template <typename Result, typename Call>
-Result tracked_free(std::uint64_t key, AllocKind kind, const char* api, Result success, Call&& call) {
-  const FreeTicket ticket = begin_free(key, kind);
+Result tracked_free(std::uint64_t key, Held held, const char* api, Result success, Call&& call) {
+  const FreeTicket ticket = begin_free(key, held);
   const Result r = call();
   end_free(ticket, r == success, api);
   return r;
@@ -56,11 +60,9 @@ void on_capture_end(std::uint64_t stream, bool ok);
 // Returns false when it cannot be measured.
 bool free_device_bytes(std::uint64_t* free_bytes);
 void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api);
-void on_graph_exec_destroy(std::uint64_t exec, const char* api);
 void on_graph_launch();
 void on_kernel_launch();
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api);
-void on_module_unload(std::uint64_t handle, const char* api);
 
 // What the KV manager needs from phase inference, for `device`.
 bool kv_window(int device);                 // an allocation now may be part of the KV cache

@@ -312,10 +312,21 @@ int churn() {
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       cudaSetDevice(0);
+      cudaStream_t stream = nullptr;
+      cudaGraph_t graph = nullptr;  // an empty captured graph, instantiated again and again below
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+          cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) != cudaSuccess ||
+          cudaStreamEndCapture(stream, &graph) != cudaSuccess)
+        ++failed;
       for (int i = 0; i < kPairs; ++i) {
         void* p = nullptr;
         const std::size_t bytes = (t % 2 ? 256 : 512) << 10;  // two sizes: a mixed-up entry shows in the bytes
         if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess) ++failed;
+        if (i % 10 == 0) {  // graph execs are driver objects whose handles come back the same way
+          cudaGraphExec_t exec = nullptr;
+          if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess || cudaGraphExecDestroy(exec) != cudaSuccess)
+            ++failed;
+        }
       }
     });
   for (auto& t : threads) t.join();

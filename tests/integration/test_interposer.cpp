@@ -193,6 +193,25 @@ TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
   EXPECT_EQ(other.frees, kPairs);
   EXPECT_EQ(other.live_bytes, 0u);
   EXPECT_EQ(other.allocated_bytes, 4 * 1500 * (256 + 512) * 1024ULL);
+  // Every instantiation (6 MiB each in this simulator) is released again, by its own thread.
+  constexpr std::uint64_t kExecs = 8 * 150;
+  std::map<std::int64_t, std::vector<const kvremap::trace::GraphExecEvent*>> execs;
+  for (const auto& e : trace.graph_execs) execs[e.event.tid].push_back(&e);
+  std::size_t exec_events = 0;
+  for (auto& [tid, events] : execs) {
+    std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) { return a->event.index < b->event.index; });
+    exec_events += events.size();
+    for (std::size_t i = 0; i + 1 < events.size(); i += 2) {
+      ASSERT_FALSE(events[i]->destroyed) << "thread " << tid << " event " << i;
+      ASSERT_TRUE(events[i + 1]->destroyed) << "thread " << tid << " event " << i;
+      ASSERT_EQ(events[i]->exec, events[i + 1]->exec) << "thread " << tid << " event " << i;
+    }
+  }
+  EXPECT_EQ(exec_events, 2 * kExecs);
+  const auto& graph_exec = category(trace, "graph_exec");
+  EXPECT_EQ(graph_exec.allocations, kExecs);
+  EXPECT_EQ(graph_exec.frees, kExecs);
+  EXPECT_EQ(graph_exec.live_bytes, 0u);
 }
 
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
