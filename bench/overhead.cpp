@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +93,34 @@ struct Result {
   double pair_ns, threaded_pairs_per_s, launch_ns;
 };
 
+// Where the traced children write their traces: a scratch directory emptied after every child (a
+// run writes gigabytes of allocation events), unless the caller chose KVREMAP_TRACE_DIR to keep them.
+struct TraceScratch {
+  std::filesystem::path dir;
+  bool owned = false;
+  TraceScratch() {
+    if (const char* chosen = std::getenv("KVREMAP_TRACE_DIR")) {
+      dir = chosen;
+      return;
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "kvremap-bench-XXXXXX").string();
+    if (mkdtemp(pattern.data())) {
+      dir = pattern;
+      owned = true;
+      setenv("KVREMAP_TRACE_DIR", pattern.c_str(), 1);
+    }
+  }
+  void empty() const {
+    std::error_code ec;
+    if (owned)
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) std::filesystem::remove(entry.path(), ec);
+  }
+  ~TraceScratch() {
+    std::error_code ec;
+    if (owned) std::filesystem::remove_all(dir, ec);
+  }
+};
+
 bool run_child(const char* self, const Config& c, const char* preload, Result& out) {
   int fds[2];
   if (pipe(fds) != 0) return false;
@@ -148,11 +177,14 @@ int main(int argc, char** argv) {
   }
   // Alternating rounds: without, with, without, with, ... Each figure is the best over all rounds
   // (load only slows a run down), and the spread of the per-round differences is printed as well.
+  const TraceScratch traces;
   Result best_plain{1e300, 0, 1e300}, best_traced{1e300, 0, 1e300};
   std::vector<double> pair_diffs, launch_diffs, ratios;
   for (int round = 0; round < c.rounds; ++round) {
     Result plain{}, traced{};
-    if (!run_child(argv[0], c, nullptr, plain) || !run_child(argv[0], c, argv[1], traced)) {
+    const bool ran = run_child(argv[0], c, nullptr, plain) && run_child(argv[0], c, argv[1], traced);
+    traces.empty();
+    if (!ran) {
       std::fprintf(stderr, "overhead: a measurement run failed\n");
       return 1;
     }
@@ -166,19 +198,22 @@ int main(int argc, char** argv) {
     launch_diffs.push_back(traced.launch_ns - plain.launch_ns);
     ratios.push_back(traced.threaded_pairs_per_s / plain.threaded_pairs_per_s);
   }
-  const auto median = [](std::vector<double> v) {
+  // The quartiles of the per-round figures: how much the machine's own noise moves one round.
+  const auto quartile = [](std::vector<double> v, int q) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return v[(v.size() - 1) * static_cast<std::size_t>(q) / 4];
   };
-  std::printf("%d alternating rounds; best of all rounds, then (median of the per-round figures)\n", c.rounds);
+  std::printf("%d alternating rounds; best of all rounds, then the per-round figures' median [quartiles]\n", c.rounds);
   std::printf("workload (simulated driver)                 without      with kvremap   overhead / ratio\n");
-  std::printf("cudaMalloc+cudaFree pair, 1 thread       %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f)\n",
-              best_plain.pair_ns, best_traced.pair_ns, best_traced.pair_ns - best_plain.pair_ns, median(pair_diffs));
-  std::printf("cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f)\n",
+  std::printf("cudaMalloc+cudaFree pair, 1 thread       %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+              best_plain.pair_ns, best_traced.pair_ns, best_traced.pair_ns - best_plain.pair_ns,
+              quartile(pair_diffs, 2), quartile(pair_diffs, 1), quartile(pair_diffs, 3));
+  std::printf("cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f [%+.0f, %+.0f])\n",
               best_plain.launch_ns, best_traced.launch_ns, best_traced.launch_ns - best_plain.launch_ns,
-              median(launch_diffs));
-  std::printf("pairs/s with %2d threads                  %9.0f      %9.0f      %8.2fx throughput  (%.2fx)\n",
+              quartile(launch_diffs, 2), quartile(launch_diffs, 1), quartile(launch_diffs, 3));
+  std::printf("pairs/s with %2d threads                  %9.0f      %9.0f      %8.2fx throughput  (%.2fx [%.2fx, %.2fx])\n",
               c.threads, best_plain.threaded_pairs_per_s, best_traced.threaded_pairs_per_s,
-              best_traced.threaded_pairs_per_s / best_plain.threaded_pairs_per_s, median(ratios));
+              best_traced.threaded_pairs_per_s / best_plain.threaded_pairs_per_s, quartile(ratios, 2),
+              quartile(ratios, 1), quartile(ratios, 3));
   return 0;
 }

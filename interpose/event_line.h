@@ -31,6 +31,15 @@ class EventLine {
     return *this;
   }
   EventLine& raw(std::string_view text) { return raw(text.data(), text.size()); }
+  // The first `n` bytes of a fixed-size buffer: when there is room for all N, all N are copied (a
+  // copy of constant size is a few vector moves rather than a call) and the line ends after n.
+  template <std::size_t N>
+  [[gnu::always_inline]] EventLine& padded(const char (&text)[N], std::size_t n) {
+    if (N > room()) return raw(text, n);
+    std::memcpy(end_, text, N);
+    end_ += n;
+    return *this;
+  }
   EventLine& u64(std::uint64_t value) {
     // Digits written from the last backwards, two per step from a table: no temporary, no copy.
     const std::size_t n = decimal_digits(value);

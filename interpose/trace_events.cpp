@@ -55,50 +55,75 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
 
 
 namespace {
-// `"pid":P,"tid":T` of the thread whose records were formatted last: the writer formats long runs
-// of one thread's records, so the two numbers are written once per run, not once per line.
-struct IdsText {
-  int pid = -1;
-  int tid = -1;
+// Hot lines are mostly text that repeats: everything before the timestamp is fixed per thread and
+// kind, the api part per hook, everything after the size per (kind, device, category, phase). The
+// formatting thread keeps the last of each, so a line is three padded copies and four numbers.
+struct Piece {
+  std::uint64_t key = ~0ULL;
   std::size_t size = 0;
-  char text[48] = {};
+  char text[96] = {};
 };
-thread_local IdsText t_ids;
 
-const IdsText& ids_text(int tid) {
-  const int pid = process_id();
-  if (t_ids.pid != pid || t_ids.tid != tid) {
-    EventLine e(t_ids.text, sizeof t_ids.text);
-    e.lit(R"("pid":)").u64(static_cast<std::uint64_t>(pid)).lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
-    t_ids.size = e.view().size();
-    t_ids.pid = pid;
-    t_ids.tid = tid;
+template <typename Build>
+const Piece& cached(Piece& piece, std::uint64_t key, Build&& build) {
+  if (piece.key != key) {
+    EventLine e(piece.text, sizeof piece.text);
+    build(e);
+    piece.size = e.overflowed() ? 0 : e.view().size();
+    piece.key = key;
   }
-  return t_ids;
+  return piece;
+}
+
+struct HotPieces {
+  Piece head[3];  // per record kind: `{"ph":…,"pid":P,"tid":T` up to the timestamp's key
+  Piece api[2];   // alloc, free: `,"args":{"api":"NAME","ptr":`
+  Piece tail[2];  // alloc, free: `,"device":D,"category":"C"[,"phase":"P"]}}`
+};
+thread_local HotPieces t_pieces;
+
+std::uint64_t thread_key(int tid) {
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(process_id())) << 32 | static_cast<std::uint32_t>(tid);
 }
 }  // namespace
 
 std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_t capacity) {
   EventLine e(out, capacity);  // straight into the caller's buffer
-  const IdsText& ids = ids_text(tid);
-  if (r.kind == kHotCounter) {
-    e.lit(R"({"ph":"C","cat":"memory",)").raw(ids.text, ids.size).lit(R"(,"ts":)").micros(r.ts_ns);
+  const std::size_t kind = r.kind <= kHotCounter ? std::size_t{r.kind} : std::size_t{kHotCounter};
+  const Piece& head = cached(t_pieces.head[kind], thread_key(tid), [&](EventLine& h) {
+    h.lit(R"({"ph":")").raw(kind == kHotCounter ? "C" : "i");
+    h.raw(kind == kHotCounter ? std::string_view(R"(","cat":"memory","pid":)") : R"(","cat":"alloc","pid":)");
+    h.u64(static_cast<std::uint64_t>(process_id())).lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
+    if (kind == kHotAlloc) h.lit(R"(,"name":"alloc","s":"t")");
+    if (kind == kHotFree) h.lit(R"(,"name":"free","s":"t")");
+    h.lit(R"(,"ts":)");
+  });
+  if (head.size == 0) return 0;
+  e.padded(head.text, head.size).micros(r.ts_ns);
+  if (kind == kHotCounter) {
     e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device)).lit(R"( bytes","args":{)");
     for (std::size_t i = 0; i < kCategories; ++i) {
       if (i) e.lit(",");
       e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)").u64(r.live[i]);
     }
-    e.lit("}}");
-  } else {
-    e.lit(R"({"ph":"i","cat":"alloc",)").raw(ids.text, ids.size);
-    e.raw(r.kind == kHotAlloc ? std::string_view(R"(,"name":"alloc")") : std::string_view(R"(,"name":"free")"));
-    e.lit(R"(,"s":"t","ts":)").micros(r.ts_ns);
-    e.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)").hex(r.ptr).lit(R"(,"bytes":)").u64(r.bytes);
-    e.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(r.device)).lit(R"(,"category":")");
-    e.raw(policy::to_string(static_cast<policy::Category>(r.category)));
-    if (r.kind == kHotAlloc) e.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase)));
-    e.lit(R"("}})");
+    return e.lit("}}").overflowed() ? 0 : e.view().size();
   }
+  const Piece& api = cached(t_pieces.api[kind], reinterpret_cast<std::uintptr_t>(r.api), [&](EventLine& a) {
+    a.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)");
+  });
+  e.padded(api.text, api.size).hex(r.ptr).lit(R"(,"bytes":)").u64(r.bytes);
+  const std::uint64_t tail_key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.device)) << 16 |
+                                 static_cast<std::uint64_t>(r.category) << 8 | (kind == kHotAlloc ? r.phase : 0);
+  const Piece& tail = cached(t_pieces.tail[kind], tail_key, [&](EventLine& t) {
+    t.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(r.device)).lit(R"(,"category":")");
+    t.raw(policy::to_string(static_cast<policy::Category>(r.category)));
+    if (kind == kHotAlloc) t.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase)));
+    t.lit(R"("}})");
+  });
+  e.padded(tail.text, tail.size);
+  // A piece that did not fit its buffer (an api name of ~60 characters) is empty: the line is
+  // dropped rather than written without it.
+  if (api.size == 0 || tail.size == 0) return 0;
   return e.overflowed() ? 0 : e.view().size();
 }
 
