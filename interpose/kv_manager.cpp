@@ -309,7 +309,7 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   return true;
 }
 
-bool free(CUdeviceptr ptr, const char* api, CUresult* result) {
+bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
   if (!g_any_arena.load(std::memory_order_relaxed)) return false;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);

@@ -19,7 +19,7 @@ inline bool kv_mode() { return options().mode == policy::Mode::defer; }
 namespace kv_detail {
 // The defer-mode bodies of the three functions below; only called under kv_mode().
 bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result);
-bool free(CUdeviceptr ptr, const char* api, CUresult* result);
+bool release(CUdeviceptr ptr, const char* api, CUresult* result);
 void before(KvPoint point);
 }  // namespace kv_detail
 
@@ -32,7 +32,7 @@ inline bool kv_allocate(std::uint64_t bytes, const char* api, void* return_addre
 }
 // A free: true (with *result) when the pointer was an arena region.
 inline bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
-  return kv_mode() && kv_detail::free(ptr, api, result);
+  return kv_mode() && kv_detail::release(ptr, api, result);
 }
 // Before the hooked call at `point`: ends the KV burst (synchronise, defer to scratch) and commits
 // when the trigger says so. Never acts while a capture is open.
