@@ -61,7 +61,9 @@ TEST(LiveMap, MatchesAReferenceMapUnderRandomChurn) {
         const auto previous = map.put(key, Live{bytes, 0, Category::other});
         const auto it = reference.find(key);
         ASSERT_EQ(previous.has_value(), it != reference.end()) << "step " << step;
-        if (previous) ASSERT_EQ(previous->bytes, it->second);
+        if (previous) {
+          ASSERT_EQ(previous->bytes, it->second);
+        }
         reference[key] = bytes;
         break;
       }
