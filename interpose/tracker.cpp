@@ -220,18 +220,18 @@ int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* na
   return device;
 }
 
-LiveMap& map_of(Held held) {
+LiveMap& map_of(State& st, Held held) {
   switch (held) {
     case Held::kVmmHandle:
-      return S().handles;
+      return st.handles;
     case Held::kGraphExec:
-      return S().execs;
+      return st.execs;
     case Held::kModule:
-      return S().modules;
+      return st.modules;
     case Held::kAllocation:
       break;
   }
-  return S().allocations;
+  return st.allocations;
 }
 
 }  // namespace
@@ -386,14 +386,16 @@ FreeTicket begin_free(std::uint64_t key, Held held) {
   FreeTicket ticket;
   ticket.key = key;
   ticket.held = held;
-  guarded("begin_free", [&] {
-    const std::optional<Live> live = map_of(held).take(key);
-    if (!live) return;
-    ticket.bytes = live->bytes;
-    ticket.device = live->device;
-    ticket.category = static_cast<std::uint8_t>(live->category);
-    ticket.tracked = true;
-  });
+  // Without a state nothing was ever tracked, so none is created here; and a take neither allocates
+  // nor throws, so this step needs no guard beyond the off switch.
+  State* st = g_state.load(std::memory_order_acquire);
+  if (!st || g_disabled.load(std::memory_order_relaxed)) return ticket;
+  const std::optional<Live> live = map_of(*st, held).take(key);
+  if (!live) return ticket;
+  ticket.bytes = live->bytes;
+  ticket.device = live->device;
+  ticket.category = static_cast<std::uint8_t>(live->category);
+  ticket.tracked = true;
   return ticket;
 }
 
@@ -403,7 +405,7 @@ void end_free(const FreeTicket& ticket, bool ok, const char* api) {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
     if (!ok) {
       // The driver kept the object, so nobody can have been handed its key meanwhile.
-      if (std::optional<Live> other = map_of(ticket.held).put(ticket.key, live))
+      if (std::optional<Live> other = map_of(S(), ticket.held).put(ticket.key, live))
         account_free(other->device, other->category, other->bytes);
       return;
     }
