@@ -220,6 +220,9 @@ int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* na
   return device;
 }
 
+// Allocations of every kind live in one map, except VMM handles (a handle is not an address).
+Held held_of(AllocKind kind) { return kind == AllocKind::kVmmHandle ? Held::kVmmHandle : Held::kAllocation; }
+
 LiveMap& map_of(State& st, Held held) {
   switch (held) {
     case Held::kVmmHandle:
@@ -339,7 +342,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     see_device(device);
     const Category c = category_for(kind);
     const std::uint64_t now = trace_now_ns();  // the one clock read of this hook
-    record(kind == AllocKind::kVmmHandle ? st.handles : st.allocations, ptr, device,
+    record(map_of(st, held_of(kind)), ptr, device,
            kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
@@ -434,7 +437,7 @@ void end_free(const FreeTicket& ticket, bool ok, const char* api) {
 }
 
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
-  const FreeTicket ticket = begin_free(ptr, kind == AllocKind::kVmmHandle ? Held::kVmmHandle : Held::kAllocation);
+  const FreeTicket ticket = begin_free(ptr, held_of(kind));
   end_free(ticket, true, api);
   return ticket.tracked;
 }
