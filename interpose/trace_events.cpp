@@ -99,7 +99,7 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
     h.lit(R"(,"ts":)");
   });
   if (head.size == 0) return 0;
-  e.padded(head.text, head.size).micros(r.ts_ns);
+  e.padded(head.text, head.size).micros(trace_ns_of_ticks(r.ticks));
   if (kind == kHotCounter) {
     e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device)).lit(R"( bytes","args":{)");
     for (std::size_t i = 0; i < kCategories; ++i) {
@@ -211,18 +211,19 @@ void first_sight_of_device(int device) {
   trace().event(e);
 }
 
-void emit_counter(int device, bool force) { emit_counter(device, force, trace_now_ns()); }
+void emit_counter(int device, bool force) { emit_counter(device, force, ticks()); }
 
-void emit_counter_sample(int device, bool force, std::uint64_t now_ns) {
+void emit_counter_sample(int device, bool force, std::uint64_t now_ticks) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
-  std::uint64_t next = d.next_counter_ns.load(std::memory_order_relaxed);
-  if (!force && now_ns < next) return;
+  std::uint64_t next = d.next_counter_ticks.load(std::memory_order_relaxed);
+  if (!force && now_ticks < next) return;
   // One thread takes each throttled slot; forced samples (checkpoints, phase changes) always go.
-  if (!d.next_counter_ns.compare_exchange_strong(next, now_ns + kCounterIntervalNs) && !force) return;
+  if (!d.next_counter_ticks.compare_exchange_strong(next, now_ticks + kCounterIntervalMs * ticks_per_ms()) && !force)
+    return;
   if (!trace().is_open()) return;
   // A record like the allocations': formatted when the buffer is written out.
   HotRecord r;
-  r.ts_ns = now_ns;
+  r.ticks = now_ticks;
   r.device = device;
   r.kind = kHotCounter;
   static_assert(kCategories == std::size(HotRecord{}.live));

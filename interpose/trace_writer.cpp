@@ -181,7 +181,7 @@ HotRing& ring_with_room() {
 std::atomic<std::uint64_t> g_start_ns{0};
 std::uint64_t first_start_ns() {
   std::uint64_t start = 0;
-  const std::uint64_t now = monotonic_ns();
+  const std::uint64_t now = monotonic_now_ns();
   return g_start_ns.compare_exchange_strong(start, now) ? now : start;
 }
 }  // namespace trace_detail
@@ -203,6 +203,7 @@ void* writer_loop(void*) {
   const timespec period{0, kWriterPeriodNs};
   while (!g_closed.load(std::memory_order_relaxed)) {
     nanosleep(&period, nullptr);
+    refresh_tick_anchor();  // the records about to be formatted are converted from a fresh anchor
     if (g_fd.load(std::memory_order_relaxed) >= 0) trace().flush_all();
   }
   return nullptr;

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <time.h>
+
+#include "interpose/tick_clock.h"
 
 namespace kvremap::interpose {
 
@@ -14,7 +15,7 @@ namespace kvremap::interpose {
 // thread's buffer, formatted to its JSON line only when the buffer is written out — normally by
 // the background writer thread, so the hook pays for neither formatting nor the write.
 struct HotRecord {
-  std::uint64_t ts_ns = 0;
+  std::uint64_t ticks = 0;  // when, in tick_clock.h ticks
   std::uint64_t ptr = 0;
   std::uint64_t bytes = 0;
   const char* api = "";  // the hook's name literal (static storage)
@@ -108,18 +109,20 @@ inline TraceWriter& trace() { return g_trace_writer; }
 
 // Microseconds since the library was loaded, the trace's time base.
 double trace_now_us();
-inline std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 namespace trace_detail {
 extern std::atomic<std::uint64_t> g_start_ns;  // set at load, or by the first hook
 std::uint64_t first_start_ns();
 }  // namespace trace_detail
-inline std::uint64_t trace_now_ns() {
+inline std::uint64_t trace_start_ns() {
   const std::uint64_t start = trace_detail::g_start_ns.load(std::memory_order_relaxed);
-  return monotonic_ns() - (start != 0 ? start : trace_detail::first_start_ns());
+  return start != 0 ? start : trace_detail::first_start_ns();
+}
+inline std::uint64_t trace_now_ns() { return monotonic_now_ns() - trace_start_ns(); }
+// The trace time of a hot-path timestamp (tick_clock.h).
+inline std::uint64_t trace_ns_of_ticks(std::uint64_t t) {
+  const std::uint64_t ns = monotonic_ns_of(t);
+  const std::uint64_t start = trace_start_ns();
+  return ns > start ? ns - start : 0;
 }
 int current_tid();
 

@@ -69,7 +69,8 @@ void feed_phase(int device, policy::EventKind kind) {
     const auto tid = static_cast<std::uint64_t>(current_tid());
     const auto di = static_cast<std::size_t>(device);
     if (const std::uint64_t bytes = S().pending_alloc_bytes[di].exchange(0))
-      tracker->observe_allocated_bytes(bytes, S().pending_alloc_ns[di].load(std::memory_order_relaxed));
+      tracker->observe_allocated_bytes(
+          bytes, trace_ns_of_ticks(S().pending_alloc_ticks[di].load(std::memory_order_relaxed)));
     const std::uint32_t launches = std::min(S().pending_launches[di].exchange(0), kMaxLaunchesFed);
     for (std::uint32_t i = 0; i < launches && !change; ++i)
       change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
@@ -135,7 +136,8 @@ Category category_for(AllocKind kind) {
   return Category::other;
 }
 
-void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ns = 0) {
+// `now_ticks`: the hook's timestamp (tick_clock.h), or 0 to read the clock here.
+void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
   CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   const std::int64_t live = s.live.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   s.allocated.fetch_add(bytes, std::memory_order_relaxed);
@@ -143,7 +145,7 @@ void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t no
   std::int64_t peak = s.peak.load(std::memory_order_relaxed);
   while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
   }
-  if (live > peak) s.peak_ts_ns.store(now_ns ? now_ns : trace_now_ns(), std::memory_order_relaxed);
+  if (live > peak) s.peak_ts_ns.store(trace_ns_of_ticks(now_ticks ? now_ticks : ticks()), std::memory_order_relaxed);
   if (S().devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
     std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
     while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
@@ -180,11 +182,11 @@ void note_capture_allocation(std::uint64_t bytes) {
 }
 
 // Records an object (allocation, exec, module) that holds device memory in `map`.
-void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ns = 0) {
+void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
   // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
   if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
     account_free(previous->device, previous->category, previous->bytes);
-  account_alloc(device, c, bytes, now_ns);
+  account_alloc(device, c, bytes, now_ticks);
 }
 
 template <typename Body>
@@ -341,7 +343,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();
     see_device(device);
     const Category c = category_for(kind);
-    const std::uint64_t now = trace_now_ns();  // the one clock read of this hook
+    const std::uint64_t now = ticks();  // the one clock read of this hook
     record(map_of(st, held_of(kind)), ptr, device,
            kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
@@ -349,7 +351,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
       const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
       if (bytes < options().stack_min_bytes) {
         trace().hot_with([&](HotRecord& r) {
-          r.ts_ns = now;
+          r.ticks = now;
           r.ptr = ptr;
           r.bytes = bytes;
           r.api = api;
@@ -380,7 +382,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     } else if (c != Category::graph_pool) {
       // No phase rule looks at this allocation by itself: its size is added up, lock-free.
       st.pending_alloc_bytes[di].fetch_add(bytes, std::memory_order_relaxed);
-      st.pending_alloc_ns[di].store(now, std::memory_order_relaxed);
+      st.pending_alloc_ticks[di].store(now, std::memory_order_relaxed);
     }
   });
 }
@@ -421,10 +423,10 @@ void end_free(const FreeTicket& ticket, bool ok, const char* api) {
       held_object_event("module", "module unload", api, "handle", ticket.key, live.bytes, live.device);
       return;
     }
-    const std::uint64_t now = trace_now_ns();
+    const std::uint64_t now = ticks();
     if (trace().is_open())
       trace().hot_with([&](HotRecord& r) {
-        r.ts_ns = now;
+        r.ticks = now;
         r.ptr = ticket.key;
         r.bytes = live.bytes;
         r.api = api;
@@ -571,6 +573,7 @@ void child_after_fork() {
   g_finished.store(false);
   t_own_captures = 0;
   refresh_process_id();
+  tick_clock_child_after_fork();
 }
 
 }  // namespace kvremap::interpose

@@ -25,8 +25,9 @@ constexpr std::size_t kCategories = 7;
 constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Category::graph_pool, Category::graph_exec,
                                                            Category::module, Category::async_pool, Category::vmm,
                                                            Category::other};
-// Counter events for one device at most this often, plus at every checkpoint, phase change and exit.
-constexpr std::uint64_t kCounterIntervalNs = 1'000'000;
+// Counter events for one device at most once a millisecond, plus at every checkpoint, phase change
+// and exit.
+constexpr std::uint64_t kCounterIntervalMs = 1;
 
 struct CategoryStats {
   std::atomic<std::int64_t> live{0};
@@ -45,7 +46,7 @@ struct DeviceStats {
   std::atomic<bool> seen{false};
   std::atomic<std::uint64_t> total{0};
   std::array<CategoryStats, kCategories> categories;
-  std::atomic<std::uint64_t> next_counter_ns{0};  // throttled counter samples wait until then
+  std::atomic<std::uint64_t> next_counter_ticks{0};  // throttled counter samples wait until then
   // The most `other` bytes live since the last memory query; at each query, how far above what is
   // live then that went (memory that came and went); frozen when the KV burst starts.
   std::atomic<std::int64_t> other_max_since_query{0};
@@ -87,7 +88,7 @@ struct State {
   // allocations only add their size here, folded in before the device's next event.
   std::array<std::atomic<bool>, kMaxDevices> sum_allocations{};
   std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_bytes{};
-  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_ns{};
+  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_ticks{};
   std::atomic<bool> all_serving{false};
 
   std::atomic<std::uint64_t> capture_count{0};
@@ -125,13 +126,14 @@ inline void see_device(int device) {
   if (!S().devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire)) first_sight_of_device(device);
 }
 // A counter sample of a device's live bytes per category (throttled unless `force`), stamped
-// `now_ns` (the hook's own timestamp, so a hot path reads the clock once).
-void emit_counter_sample(int device, bool force, std::uint64_t now_ns);
+// `now_ticks` (the hook's own timestamp, so a hot path reads the clock once).
+void emit_counter_sample(int device, bool force, std::uint64_t now_ticks);
 // Inline: on the allocation path almost every call ends at the first comparison.
-inline void emit_counter(int device, bool force, std::uint64_t now_ns) {
-  if (!force && now_ns < S().devices[static_cast<std::size_t>(device)].next_counter_ns.load(std::memory_order_relaxed))
+inline void emit_counter(int device, bool force, std::uint64_t now_ticks) {
+  if (!force &&
+      now_ticks < S().devices[static_cast<std::size_t>(device)].next_counter_ticks.load(std::memory_order_relaxed))
     return;
-  emit_counter_sample(device, force, now_ns);
+  emit_counter_sample(device, force, now_ticks);
 }
 void emit_counter(int device, bool force);
 void emit_all_counters();
