@@ -87,9 +87,11 @@ std::uint64_t thread_key(int tid) {
 }
 }  // namespace
 
-std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_t capacity) {
+std::size_t format_hot_record(const HotRecord& r, const std::uint64_t* extra, int tid, char* out,
+                              std::size_t capacity) {
   EventLine e(out, capacity);  // straight into the caller's buffer
-  const std::size_t kind = r.kind <= kHotCounter ? std::size_t{r.kind} : std::size_t{kHotCounter};
+  const std::size_t kind = r.kind() <= kHotCounter ? std::size_t{r.kind()} : std::size_t{kHotCounter};
+  if (kind == kHotCounter && !extra) return 0;
   const Piece& head = cached(t_pieces.head[kind], thread_key(tid), [&](EventLine& h) {
     h.lit(R"({"ph":")").raw(kind == kHotCounter ? "C" : "i");
     h.raw(kind == kHotCounter ? std::string_view(R"(","cat":"memory","pid":)") : R"(","cat":"alloc","pid":)");
@@ -101,23 +103,24 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
   if (head.size == 0) return 0;
   e.padded(head.text, head.size).micros(trace_ns_of_ticks(r.ticks));
   if (kind == kHotCounter) {
-    e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device)).lit(R"( bytes","args":{)");
+    e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device())).lit(R"( bytes","args":{)");
     for (std::size_t i = 0; i < kCategories; ++i) {
       if (i) e.lit(",");
-      e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)").u64(r.live[i]);
+      e.lit("\"").raw(policy::to_string(kAllCategories[i])).lit(R"(":)").u64(extra[i]);
     }
     return e.lit("}}").overflowed() ? 0 : e.view().size();
   }
   const Piece& api = cached(t_pieces.api[kind], reinterpret_cast<std::uintptr_t>(r.api), [&](EventLine& a) {
     a.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)");
   });
-  e.padded(api.text, api.size).hex(r.ptr).lit(R"(,"bytes":)").u64(r.bytes);
-  const std::uint64_t tail_key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.device)) << 16 |
-                                 static_cast<std::uint64_t>(r.category) << 8 | (kind == kHotAlloc ? r.phase : 0);
+  e.padded(api.text, api.size).hex(r.ptr).lit(R"(,"bytes":)").u64(extra ? *extra : r.bytes());
+  // Device, category and phase: the packed word's top bits (the phase only matters for allocations).
+  const std::uint64_t tail_key =
+      r.packed >> HotRecord::kBytesBits & (kind == kHotAlloc ? ~0ULL : ~(std::uint64_t{15} << 9));
   const Piece& tail = cached(t_pieces.tail[kind], tail_key, [&](EventLine& t) {
-    t.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(r.device)).lit(R"(,"category":")");
-    t.raw(policy::to_string(static_cast<policy::Category>(r.category)));
-    if (kind == kHotAlloc) t.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase)));
+    t.lit(R"(,"device":)").u64(static_cast<std::uint64_t>(r.device())).lit(R"(,"category":")");
+    t.raw(policy::to_string(static_cast<policy::Category>(r.category())));
+    if (kind == kHotAlloc) t.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase())));
     t.lit(R"("}})");
   });
   e.padded(tail.text, tail.size);
@@ -129,6 +132,19 @@ std::size_t format_hot_record(const HotRecord& r, int tid, char* out, std::size_
 
 void emit(const EventLine& e) {
   if (!e.overflowed()) trace().event(e.view());
+}
+
+void emit_hot_line(const HotRecord& r, const char* caller, const std::uint64_t* full_bytes) {
+  char line[768];
+  const std::size_t n = format_hot_record(r, full_bytes, current_tid(), line, sizeof line);
+  if (n <= 2) return;
+  EventLine e;
+  if (caller) {
+    e.raw(line, n - 2).lit(R"(,"caller":)").quoted(caller).lit("}}");  // inserted before the closing "}}"
+  } else {
+    e.raw(line, n);
+  }
+  emit(e);
 }
 
 namespace {
@@ -221,15 +237,12 @@ void emit_counter_sample(int device, bool force, std::uint64_t now_ticks) {
   if (!d.next_counter_ticks.compare_exchange_strong(next, now_ticks + kCounterIntervalMs * ticks_per_ms()) && !force)
     return;
   if (!trace().is_open()) return;
-  // A record like the allocations': formatted when the buffer is written out.
-  HotRecord r;
-  r.ticks = now_ticks;
-  r.device = device;
-  r.kind = kHotCounter;
-  static_assert(kCategories == std::size(HotRecord{}.live));
+  // Records like the allocations': formatted when the buffer is written out.
+  std::uint64_t live[kCounterWords] = {};
+  static_assert(kCategories <= kCounterWords);
   for (std::size_t i = 0; i < kCategories; ++i)
-    r.live[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
-  trace().hot(r);
+    live[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
+  trace().hot_counter(now_ticks, device, live);
 }
 
 void emit_all_counters() {

@@ -10,18 +10,23 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <time.h>
+#include <type_traits>
 #include <vector>
 
 namespace kvremap::interpose {
 namespace {
 
 constexpr std::size_t kFlushBytes = 64 * 1024;
-// Hot records a thread may have pending: trace_detail::kRingRecords (96 bytes each); a thread that
+// Hot records a thread may have pending: trace_detail::kRingRecords (32 bytes each); a thread that
 // outruns the background writer formats and writes its own records when its ring is full.
 using trace_detail::kRingRecords;
+// A counter sample's payload slots hold its words as the bytes of a record.
+constexpr std::size_t kWordsPerSlot = sizeof(HotRecord) / sizeof(std::uint64_t);
+static_assert(kWordsPerSlot * (kCounterSlots - 1) == kCounterWords && std::is_trivially_copyable_v<HotRecord>);
 // The longest hot line (the formatter drops a record that does not fit).
 constexpr std::size_t kMaxLine = 766;
 // The background writer's period: how long a hot event may wait in memory before it is in the file.
@@ -68,13 +73,17 @@ int current_tid_uncached();
 // ring only ever holds events later than everything in `data`.
 struct ThreadBuffer {
   std::string data;
-  std::unique_ptr<HotRecord[]> slots{new HotRecord[kRingRecords]};
+  // Cache-line aligned, so that each line holds two whole records.
+  struct alignas(64) Slots {
+    HotRecord record[kRingRecords];
+  };
+  std::unique_ptr<Slots> slots{new Slots};
   trace_detail::HotRing ring;
   int tid = 0;                         // the owner's, for formatting its records on another thread
   std::mutex lock;
 
   ThreadBuffer() : tid(current_tid_uncached()) {
-    ring.slots = slots.get();
+    ring.slots = slots->record;
     std::lock_guard<std::mutex> g(registry_lock());
     registry().push_back(this);
   }
@@ -83,15 +92,30 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
-  bool ring_full() const {
-    return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) >= kRingRecords;
+  bool ring_has_room(std::size_t slots) const {
+    return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) + slots <=
+           kRingRecords;
   }
-  // Requires `lock`. Hands every pending record, oldest first, to `sink`, then frees their slots.
+  // Requires `lock`. Hands every pending record, oldest first, to sink(record, counter_words), then
+  // frees their slots.
   template <typename Sink>
   void drain_locked(Sink&& sink) {
     const std::uint64_t h = ring.head.load(std::memory_order_acquire);
     std::uint64_t t = ring.tail.load(std::memory_order_relaxed);
-    for (; t != h; ++t) sink(ring.slots[t % kRingRecords]);
+    while (t != h) {
+      const HotRecord& r = ring.slots[t % kRingRecords];
+      if (r.kind() != kHotCounter) {
+        sink(r, nullptr);
+        ++t;
+        continue;
+      }
+      if (h - t < kCounterSlots) break;  // never published partly; guards against reading past head
+      std::uint64_t words[kCounterWords];
+      for (std::size_t s = 0; s < kCounterSlots - 1; ++s)
+        std::memcpy(&words[s * kWordsPerSlot], &ring.slots[(t + 1 + s) % kRingRecords], sizeof(HotRecord));
+      sink(r, words);
+      t += kCounterSlots;
+    }
     ring.tail.store(h, std::memory_order_release);
   }
   // Requires `lock`. Turns the pending records into lines at the end of `data`.
@@ -100,8 +124,8 @@ struct ThreadBuffer {
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
     char line[kMaxLine + 2];  // the separator, the event, the newline: one append per record
     line[0] = ',';
-    drain_locked([&](const HotRecord& r) {
-      const std::size_t n = format ? format(r, tid, line + 1, kMaxLine) : 0;
+    drain_locked([&](const HotRecord& r, const std::uint64_t* words) {
+      const std::size_t n = format ? format(r, words, tid, line + 1, kMaxLine) : 0;
       if (n == 0) return;
       line[n + 1] = '\n';
       data.append(line, n + 2);
@@ -167,9 +191,9 @@ void release_thread_buffer(void* buffer) {
 namespace trace_detail {
 constinit thread_local HotRing* t_ring = nullptr;
 
-HotRing& ring_with_room() {
+HotRing& ring_with_room(std::size_t slots) {
   ThreadBuffer& b = thread_buffer();
-  if (b.ring_full()) {
+  if (!b.ring_has_room(slots)) {
     // The background writer fell behind (or is not running): this thread writes its own events.
     std::lock_guard<std::mutex> g(b.lock);
     b.flush_locked();
@@ -264,6 +288,23 @@ void TraceWriter::event(std::string_view json_object, bool flush_now) {
   if (flush_now || b.data.size() >= kFlushBytes) b.flush_locked();
 }
 
+void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]) {
+  if (fd_ < 0) return;
+  trace_detail::HotRing* ring = trace_detail::t_ring;
+  if (!ring || ring->head.load(std::memory_order_relaxed) - ring->tail.load(std::memory_order_acquire) +
+                       kCounterSlots > kRingRecords)
+    ring = &trace_detail::ring_with_room(kCounterSlots);
+  const std::uint64_t h = ring->head.load(std::memory_order_relaxed);
+  HotRecord& head = ring->slots[h % kRingRecords];
+  head.ticks = ticks;
+  head.ptr = 0;
+  head.api = "";
+  head.packed = HotRecord::pack(0, device, kHotCounter, 0, 0);
+  for (std::size_t s = 0; s < kCounterSlots - 1; ++s)
+    std::memcpy(static_cast<void*>(&ring->slots[(h + 1 + s) % kRingRecords]), &live[s * kWordsPerSlot], sizeof(HotRecord));
+  ring->head.store(h + kCounterSlots, std::memory_order_release);  // all three slots at once
+}
+
 void TraceWriter::flush_all() {
   std::lock_guard<std::mutex> g(registry_lock());
   for (ThreadBuffer* b : registry()) b->flush();
@@ -301,8 +342,8 @@ bool TraceWriter::try_close(std::string_view last_event) {
     b->data.clear();
     // Formatted into a stack buffer and written line by line: nothing here allocates.
     char line[kMaxLine + 2];
-    b->drain_locked([&](const HotRecord& r) {
-      const std::size_t n = format ? format(r, b->tid, line + 1, kMaxLine) : 0;
+    b->drain_locked([&](const HotRecord& r, const std::uint64_t* words) {
+      const std::size_t n = format ? format(r, words, b->tid, line + 1, kMaxLine) : 0;
       if (n == 0) return;
       line[0] = ',';
       line[n + 1] = '\n';

@@ -11,25 +11,43 @@
 
 namespace kvremap::interpose {
 
-// A hot event (an allocation or a free) as the hook leaves it: a fixed-size record appended to the
-// thread's buffer, formatted to its JSON line only when the buffer is written out — normally by
-// the background writer thread, so the hook pays for neither formatting nor the write.
+enum HotRecordKind : std::uint8_t { kHotAlloc = 0, kHotFree = 1, kHotCounter = 2 };
+
+// A hot event (an allocation, a free, a counter sample) as the hook leaves it: a 32-byte record
+// appended to the thread's ring, formatted to its JSON line only when the buffer is written out —
+// normally by the background writer thread, so the hook pays for neither formatting nor the write.
+// Two records share a cache line: the writer reads each line the hook wrote from the other core, so
+// every byte of a record is traffic between the two.
 struct HotRecord {
   std::uint64_t ticks = 0;  // when, in tick_clock.h ticks
   std::uint64_t ptr = 0;
-  std::uint64_t bytes = 0;
-  const char* api = "";  // the hook's name literal (static storage)
-  std::int32_t device = 0;
-  std::uint8_t kind = 0;  // HotRecordKind
-  std::uint8_t category = 0;
-  std::uint8_t phase = 0;
-  std::uint64_t live[7] = {};  // kHotCounter: live bytes per category, in policy::Category order
+  const char* api = "";      // the hook's name literal (static storage)
+  std::uint64_t packed = 0;  // the fields below, see pack()
+
+  static constexpr unsigned kBytesBits = 48;  // sizes up to 256 TiB; a larger one goes the cold way
+  static constexpr std::uint64_t kMaxBytes = (std::uint64_t{1} << kBytesBits) - 1;
+  // device < 64, category < 8, phase < 16, kind < 4.
+  static constexpr std::uint64_t pack(std::uint64_t bytes, int device, HotRecordKind kind, std::uint8_t category,
+                                      std::uint8_t phase) {
+    return bytes | static_cast<std::uint64_t>(device & 63) << 48 | static_cast<std::uint64_t>(category & 7) << 54 |
+           static_cast<std::uint64_t>(phase & 15) << 57 | static_cast<std::uint64_t>(kind & 3) << 61;
+  }
+  std::uint64_t bytes() const { return packed & kMaxBytes; }
+  int device() const { return static_cast<int>(packed >> 48 & 63); }
+  std::uint8_t category() const { return static_cast<std::uint8_t>(packed >> 54 & 7); }
+  std::uint8_t phase() const { return static_cast<std::uint8_t>(packed >> 57 & 15); }
+  HotRecordKind kind() const { return static_cast<HotRecordKind>(packed >> 61 & 3); }
 };
-enum HotRecordKind : std::uint8_t { kHotAlloc = 0, kHotFree = 1, kHotCounter = 2 };
+static_assert(sizeof(HotRecord) == 32);
+// A counter sample is a kHotCounter record followed by two slots of live bytes per category (in
+// policy::Category order), stored as the slots' bytes.
+constexpr std::size_t kCounterWords = 8;
+constexpr std::size_t kCounterSlots = 3;
 
 namespace trace_detail {
 // A thread's pending hot records: a single-producer ring. Only the owner thread advances `head`;
-// consumers (holding the owner's buffer lock) advance `tail`.
+// consumers (holding the owner's buffer lock) advance `tail`. 64 KiB: more than a background writer
+// period's worth of records at a few hundred thousand allocations per second.
 constexpr std::size_t kRingRecords = 2048;
 struct HotRing {
   HotRecord* slots = nullptr;
@@ -39,13 +57,16 @@ struct HotRing {
 // The calling thread's ring, once its buffer exists.
 extern constinit thread_local HotRing* t_ring;
 // Out of line: creates the calling thread's buffer, or writes out its full ring; returns the ring
-// with at least one free slot.
-HotRing& ring_with_room();
+// with at least `slots` free slots.
+HotRing& ring_with_room(std::size_t slots);
 }  // namespace trace_detail
 
 // Writes the JSON object of `record`, made by thread `tid`, into out[0, capacity); returns its
-// length, or 0 when it does not fit (the record is then dropped). Must not allocate.
-using HotFormatter = std::size_t (*)(const HotRecord& record, int tid, char* out, std::size_t capacity);
+// length, or 0 when it does not fit (the record is then dropped). `extra`: a counter sample's
+// kCounterWords words; for an allocation or a free, null or its size when above kMaxBytes (such
+// records are formatted at once, never queued). Must not allocate.
+using HotFormatter = std::size_t (*)(const HotRecord& record, const std::uint64_t* extra, int tid, char* out,
+                                     std::size_t capacity);
 
 // The file is a Chrome trace-event JSON array: "[" then one event per line, every line after the
 // first starting with ",", and "]" at a clean close. Buffers only ever hold whole lines and are
@@ -60,25 +81,25 @@ class TraceWriter {
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
   // the buffer out when it is large, or at once when `flush_now`.
   void event(std::string_view json_object, bool flush_now = false);
-  // Appends a hot record to the calling thread's buffer, after its earlier events.
-  void hot(const HotRecord& record) {
-    hot_with([&](HotRecord& slot) { slot = record; });
-  }
-  // The same, letting fill(HotRecord&) write the fields it needs straight into the ring's slot
-  // (the others keep stale values, which the record's kind says to ignore). No lock, no copy.
-  template <typename Fill>
-  [[gnu::always_inline]] void hot_with(Fill&& fill) {
+  // Appends a hot record to the calling thread's buffer, after its earlier events. No lock.
+  [[gnu::always_inline]] void hot(std::uint64_t ticks, std::uint64_t ptr, const char* api, std::uint64_t packed) {
     if (fd_ < 0) return;
     trace_detail::HotRing* ring = trace_detail::t_ring;
     std::uint64_t h = 0;
     if (!ring || (h = ring->head.load(std::memory_order_relaxed)) - ring->tail.load(std::memory_order_acquire) >=
                      trace_detail::kRingRecords) {
-      ring = &trace_detail::ring_with_room();
+      ring = &trace_detail::ring_with_room(1);
       h = ring->head.load(std::memory_order_relaxed);
     }
-    fill(ring->slots[h % trace_detail::kRingRecords]);
+    HotRecord& slot = ring->slots[h % trace_detail::kRingRecords];
+    slot.ticks = ticks;
+    slot.ptr = ptr;
+    slot.api = api;
+    slot.packed = packed;
     ring->head.store(h + 1, std::memory_order_release);
   }
+  // Appends a counter sample: live bytes per category (kCounterWords, the unused ones zero).
+  void hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]);
   // How hot records become lines; set before the first hot().
   void set_hot_formatter(HotFormatter formatter);
 

@@ -349,30 +349,16 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
       const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-      if (bytes < options().stack_min_bytes) {
-        trace().hot_with([&](HotRecord& r) {
-          r.ticks = now;
-          r.ptr = ptr;
-          r.bytes = bytes;
-          r.api = api;
-          r.device = device;
-          r.kind = kHotAlloc;
-          r.category = static_cast<std::uint8_t>(c);
-          r.phase = phase;
-        });
+      const bool fits = bytes <= HotRecord::kMaxBytes;
+      const std::uint64_t packed =
+          HotRecord::pack(fits ? bytes : 0, device, kHotAlloc, static_cast<std::uint8_t>(c), phase);
+      if (bytes < options().stack_min_bytes && fits) {
+        trace().hot(now, ptr, api, packed);
       } else {
-        const HotRecord r{now, ptr, bytes, api, device, kHotAlloc, static_cast<std::uint8_t>(c), phase};
         // Large allocations name their caller: the record's line, formatted here, plus that string.
         const std::string caller = caller_object(return_address);
-        char line[768];
-        const std::size_t n = caller.empty() ? 0 : format_hot_record(r, current_tid(), line, sizeof line);
-        if (n > 2) {
-          EventLine e;
-          e.raw(line, n - 2).lit(R"(,"caller":)").quoted(caller).lit("}}");  // inserted before the closing "}}"
-          emit(e);
-        } else {
-          trace().hot(r);
-        }
+        emit_hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
+                      fits ? nullptr : &bytes);
       }
     }
     emit_counter(device, false, now);
@@ -424,16 +410,14 @@ void end_free(const FreeTicket& ticket, bool ok, const char* api) {
       return;
     }
     const std::uint64_t now = ticks();
-    if (trace().is_open())
-      trace().hot_with([&](HotRecord& r) {
-        r.ticks = now;
-        r.ptr = ticket.key;
-        r.bytes = live.bytes;
-        r.api = api;
-        r.device = live.device;
-        r.kind = kHotFree;
-        r.category = ticket.category;
-      });
+    if (trace().is_open()) {
+      if (live.bytes <= HotRecord::kMaxBytes) {
+        trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
+      } else {
+        emit_hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
+                      nullptr, &live.bytes);
+      }
+    }
     emit_counter(live.device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
 }

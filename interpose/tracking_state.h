@@ -117,7 +117,11 @@ void refresh_process_id();
 // The head of a cold event in a reused per-thread string; finish one event before starting another.
 std::string& event_head(const char* ph, const char* cat, std::string_view name);
 // The HotFormatter of this trace's alloc/free records (set on the writer when the trace opens).
-std::size_t format_hot_record(const HotRecord& record, int tid, char* out, std::size_t capacity);
+std::size_t format_hot_record(const HotRecord& record, const std::uint64_t* extra, int tid, char* out,
+                              std::size_t capacity);
+// An allocation's or a free's line, formatted now and written as a cold event: with "caller" when
+// given, and `full_bytes` as its size when that is above HotRecord::kMaxBytes.
+void emit_hot_line(const HotRecord& record, const char* caller, const std::uint64_t* full_bytes = nullptr);
 void emit(const EventLine& e);
 int device_index(int device);
 // First sight of a device: its total memory in a metadata event.
