@@ -31,6 +31,14 @@ constinit std::atomic<unsigned> g_active{0};
 constinit std::atomic_flag g_refreshing = ATOMIC_FLAG_INIT;  // one refresher at a time
 constinit TickAnchor g_base{};                               // the first reading; written only by init
 constinit std::atomic<std::uint64_t> g_ticks_per_ms{1'000'000};
+// Counts anchor changes, so that a thread converting many ticks (the writer) reads the anchor once
+// per change instead of once per conversion.
+constinit std::atomic<std::uint64_t> g_generation{0};
+struct CachedAnchor {
+  std::uint64_t generation = ~0ULL;
+  TickAnchor anchor;
+};
+constinit thread_local CachedAnchor t_cached;
 
 TickAnchor read_anchor() {
   for (;;) {
@@ -56,6 +64,7 @@ void write_anchor(const TickAnchor& a) {
   s.ns_per_tick.store(a.ns_per_tick, std::memory_order_relaxed);
   s.sequence.store(sequence + 2, std::memory_order_release);
   g_active.store(next, std::memory_order_release);
+  g_generation.fetch_add(1, std::memory_order_release);
   const double per_ms = a.ns_per_tick > 0 ? 1e6 / a.ns_per_tick : 1e6;
   g_ticks_per_ms.store(per_ms >= 1 ? static_cast<std::uint64_t>(per_ms) : 1, std::memory_order_relaxed);
 }
@@ -155,11 +164,24 @@ void refresh_tick_anchor() {
 
 std::uint64_t monotonic_ns_of(std::uint64_t t) {
   if (tick_detail::g_source.load(std::memory_order_acquire) != TickSource::kTsc) return t;
-  TickAnchor a = read_anchor();
+  const auto current = [] {
+    const std::uint64_t generation = g_generation.load(std::memory_order_acquire);
+    if (t_cached.generation != generation) {
+      // Invalid while being rewritten: a signal handler converting on this thread must not find a
+      // half-written anchor under a valid generation. (It may be newer than `generation`: fine.)
+      t_cached.generation = ~0ULL;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      t_cached.anchor = read_anchor();
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      t_cached.generation = generation;
+    }
+    return t_cached.anchor;
+  };
+  TickAnchor a = current();
   // Far past the anchor the rate's small error adds up: read both clocks again first.
   if (t > a.ticks && t - a.ticks > g_ticks_per_ms.load(std::memory_order_relaxed)) {
     refresh_tick_anchor();
-    a = read_anchor();
+    a = current();
   }
   return monotonic_ns_at(a, t);
 }

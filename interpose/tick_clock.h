@@ -27,9 +27,11 @@ struct TickAnchor {
 };
 // Pure: the CLOCK_MONOTONIC time of `ticks` by `anchor`'s line (before or after it).
 inline std::uint64_t monotonic_ns_at(const TickAnchor& anchor, std::uint64_t ticks) {
+  // Signed conversions only: the unsigned ones cost a branch sequence each.
   const double offset = static_cast<double>(static_cast<std::int64_t>(ticks - anchor.ticks)) * anchor.ns_per_tick;
-  const double ns = static_cast<double>(anchor.ns) + offset;
-  return ns <= 0 ? 0 : static_cast<std::uint64_t>(ns + 0.5);
+  const auto rounded = static_cast<std::int64_t>(offset < 0 ? offset - 0.5 : offset + 0.5);
+  if (rounded < 0 && static_cast<std::uint64_t>(-rounded) > anchor.ns) return 0;
+  return anchor.ns + static_cast<std::uint64_t>(rounded);  // modulo 2^64: also right for a negative offset
 }
 // Pure: the anchor that follows `previous` at the reading (ticks, ns), its rate measured from `base`
 // (an earlier anchor) when at least `min_span_ticks` separate them; otherwise the previous rate.
