@@ -28,6 +28,8 @@ std::atomic<void*> g_ctx_get_device{nullptr};
 std::atomic<void*> g_mem_get_info{nullptr};
 std::atomic<void*> g_device_total{nullptr};
 std::atomic<void*> g_proc_address{nullptr};
+std::atomic<void*> g_device_count{nullptr};
+std::atomic<int> g_devices{0};  // the driver's device count; 0 until it has answered
 
 }  // namespace
 
@@ -46,6 +48,17 @@ int current_device() {
   CUdevice device = -1;
   if (!fn || fn(&device) != CUDA_SUCCESS) return -1;
   return device;
+}
+
+bool only_one_device() {
+  int devices = g_devices.load(std::memory_order_relaxed);
+  if (devices == 0) {
+    // The count is fixed for the process's life (CUDA_VISIBLE_DEVICES is read at initialisation).
+    auto fn = resolve<CUresult (*)(int*)>(g_device_count, "cuDeviceGetCount", 2000);
+    if (!fn || fn(&devices) != CUDA_SUCCESS || devices <= 0) return false;
+    g_devices.store(devices, std::memory_order_relaxed);
+  }
+  return devices == 1;
 }
 
 bool real_memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -8,6 +8,10 @@ namespace kvremap::interpose {
 
 // Device ordinal of the calling thread's current context, or -1 (no context, no driver).
 int current_device();
+// True when the driver has exactly one device (known once it is initialised): every context is then
+// on device 0, and a hook need not ask which (a query per allocation otherwise). Most engine
+// processes see one GPU.
+bool only_one_device();
 // Real cuMemGetInfo_v2: false when it fails (no context), leaving the outputs untouched.
 bool real_memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
 // Real cuDeviceTotalMem_v2, or 0.

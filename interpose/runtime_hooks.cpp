@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "interpose/driver_api.h"
 #include "interpose/driver_hooks.h"
 #include "interpose/guard.h"
 #include "interpose/hook_support.h"
@@ -73,6 +74,7 @@ void substitute_entry_point(const char* symbol, void** fn, int version, unsigned
 
 // The calling thread's runtime device: cheap in cudart (no driver call), unlike asking the driver.
 int runtime_device() {
+  if (only_one_device()) return 0;
   auto real = KVREMAP_RT_REAL(cudaGetDevice);
   int device = -1;
   if (!real || real(&device) != cudaSuccess) return -1;

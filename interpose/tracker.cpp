@@ -117,7 +117,7 @@ std::string_view current_phase_name(int device) {
 thread_local int t_last_device = 0;
 
 int tracked_device() {
-  t_last_device = device_index(current_device());
+  t_last_device = only_one_device() ? 0 : device_index(current_device());
   return t_last_device;
 }
 
