@@ -92,10 +92,6 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
-  bool ring_has_room(std::size_t slots) const {
-    return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) + slots <=
-           kRingRecords;
-  }
   // Requires `lock`. Hands every pending record, oldest first, to sink(record, counter_words), then
   // frees their slots.
   template <typename Sink>
@@ -193,7 +189,7 @@ constinit thread_local HotRing* t_ring = nullptr;
 
 HotRing& ring_with_room(std::size_t slots) {
   ThreadBuffer& b = thread_buffer();
-  if (!b.ring_has_room(slots)) {
+  if (!trace_detail::has_room(b.ring, slots)) {
     // The background writer fell behind (or is not running): this thread writes its own events.
     std::lock_guard<std::mutex> g(b.lock);
     b.flush_locked();
@@ -291,9 +287,7 @@ void TraceWriter::event(std::string_view json_object, bool flush_now) {
 void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]) {
   if (fd_ < 0) return;
   trace_detail::HotRing* ring = trace_detail::t_ring;
-  if (!ring || ring->head.load(std::memory_order_relaxed) - ring->tail.load(std::memory_order_acquire) +
-                       kCounterSlots > kRingRecords)
-    ring = &trace_detail::ring_with_room(kCounterSlots);
+  if (!ring || !trace_detail::has_room(*ring, kCounterSlots)) ring = &trace_detail::ring_with_room(kCounterSlots);
   const std::uint64_t h = ring->head.load(std::memory_order_relaxed);
   HotRecord& head = ring->slots[h % kRingRecords];
   head.ticks = ticks;

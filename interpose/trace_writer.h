@@ -54,6 +54,10 @@ struct HotRing {
   std::atomic<std::uint64_t> head{0};
   std::atomic<std::uint64_t> tail{0};
 };
+// Whether `slots` more records fit (the owner thread asks; consumers only ever make room).
+inline bool has_room(const HotRing& ring, std::size_t slots) {
+  return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) + slots <= kRingRecords;
+}
 // The calling thread's ring, once its buffer exists.
 extern constinit thread_local HotRing* t_ring;
 // Out of line: creates the calling thread's buffer, or writes out its full ring; returns the ring
@@ -85,12 +89,8 @@ class TraceWriter {
   [[gnu::always_inline]] void hot(std::uint64_t ticks, std::uint64_t ptr, const char* api, std::uint64_t packed) {
     if (fd_ < 0) return;
     trace_detail::HotRing* ring = trace_detail::t_ring;
-    std::uint64_t h = 0;
-    if (!ring || (h = ring->head.load(std::memory_order_relaxed)) - ring->tail.load(std::memory_order_acquire) >=
-                     trace_detail::kRingRecords) {
-      ring = &trace_detail::ring_with_room(1);
-      h = ring->head.load(std::memory_order_relaxed);
-    }
+    if (!ring || !trace_detail::has_room(*ring, 1)) ring = &trace_detail::ring_with_room(1);
+    const std::uint64_t h = ring->head.load(std::memory_order_relaxed);
     HotRecord& slot = ring->slots[h % trace_detail::kRingRecords];
     slot.ticks = ticks;
     slot.ptr = ptr;
