@@ -19,6 +19,8 @@
 namespace kvremap::interpose::tracker_detail {
 namespace {
 std::atomic<int> g_pid{0};
+// docs/trace-format.md "Versioning"; 2: allocation lifetimes.
+constexpr int kTraceSchemaVersion = 2;
 }  // namespace
 
 int process_id() {
@@ -53,7 +55,6 @@ std::string& event_head(const char* ph, const char* cat, std::string_view name) 
   return e;
 }
 
-
 namespace {
 // Hot lines are mostly text that repeats: everything before the timestamp is fixed per thread and
 // kind, the api part per hook, everything after the size per (kind, device, category, phase). The
@@ -75,10 +76,14 @@ const Piece& cached(Piece& piece, std::uint64_t key, Build&& build) {
   return piece;
 }
 
+// A lifetime (an allocation and its free in one complete event) uses the allocation's pieces plus
+// its own head and the free's api.
+constexpr std::size_t kLifetime = 3;
 struct HotPieces {
-  Piece head[3];  // per record kind: `{"ph":…,"pid":P,"tid":T` up to the timestamp's key
-  Piece api[2];   // alloc, free: `,"args":{"api":"NAME","ptr":`
-  Piece tail[2];  // alloc, free: `,"device":D,"category":"C"[,"phase":"P"]}}`
+  Piece head[4];   // per record kind and lifetime: `{"ph":…,"pid":P,"tid":T` up to the timestamp's key
+  Piece api[2];    // alloc, free: `,"args":{"api":"NAME","ptr":`
+  Piece tail[2];   // alloc, free: `,"device":D,"category":"C"[,"phase":"P"]}}`
+  Piece free_api;  // lifetime: `,"free_api":"NAME"}}`
 };
 thread_local HotPieces t_pieces;
 
@@ -87,21 +92,26 @@ std::uint64_t thread_key(int tid) {
 }
 }  // namespace
 
-std::size_t format_hot_record(const HotRecord& r, const std::uint64_t* extra, int tid, char* out,
-                              std::size_t capacity) {
+std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capacity) {
+  const HotRecord& r = *line.record;
+  const std::uint64_t* extra = line.extra;
+  // A lifetime is written from its allocation's pieces, with its own head and the free's api.
+  const HotRecord* freed = line.freed && !extra && is_lifetime(r, *line.freed) ? line.freed : nullptr;
   EventLine e(out, capacity);  // straight into the caller's buffer
   const std::size_t kind = r.kind() <= kHotCounter ? std::size_t{r.kind()} : std::size_t{kHotCounter};
   if (kind == kHotCounter && !extra) return 0;
-  const Piece& head = cached(t_pieces.head[kind], thread_key(tid), [&](EventLine& h) {
-    h.lit(R"({"ph":")").raw(kind == kHotCounter ? "C" : "i");
+  const Piece& head = cached(t_pieces.head[freed ? kLifetime : kind], thread_key(line.tid), [&](EventLine& h) {
+    h.lit(R"({"ph":")").raw(kind == kHotCounter ? "C" : freed ? "X" : "i");
     h.raw(kind == kHotCounter ? std::string_view(R"(","cat":"memory","pid":)") : R"(","cat":"alloc","pid":)");
-    h.u64(static_cast<std::uint64_t>(process_id())).lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(tid));
-    if (kind == kHotAlloc) h.lit(R"(,"name":"alloc","s":"t")");
+    h.u64(static_cast<std::uint64_t>(process_id())).lit(R"(,"tid":)").u64(static_cast<std::uint64_t>(line.tid));
+    if (freed) h.lit(R"(,"name":"alloc")");
+    if (kind == kHotAlloc && !freed) h.lit(R"(,"name":"alloc","s":"t")");
     if (kind == kHotFree) h.lit(R"(,"name":"free","s":"t")");
     h.lit(R"(,"ts":)");
   });
   if (head.size == 0) return 0;
-  e.padded(head.text, head.size).micros(trace_ns_of_ticks(r.ticks));
+  e.padded(head.text, head.size).micros(line.ts_ns);
+  if (freed) e.lit(R"(,"dur":)").micros(line.end_ns > line.ts_ns ? line.end_ns - line.ts_ns : 0);
   if (kind == kHotCounter) {
     e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device())).lit(R"( bytes","args":{)");
     for (std::size_t i = 0; i < kCategories; ++i) {
@@ -110,9 +120,8 @@ std::size_t format_hot_record(const HotRecord& r, const std::uint64_t* extra, in
     }
     return e.lit("}}").overflowed() ? 0 : e.view().size();
   }
-  const Piece& api = cached(t_pieces.api[kind], reinterpret_cast<std::uintptr_t>(r.api), [&](EventLine& a) {
-    a.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)");
-  });
+  const Piece& api = cached(t_pieces.api[kind], reinterpret_cast<std::uintptr_t>(r.api),
+                            [&](EventLine& a) { a.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)"); });
   e.padded(api.text, api.size).hex(r.ptr).lit(R"(,"bytes":)").u64(extra ? *extra : r.bytes());
   // Device, category and phase: the packed word's top bits (the phase only matters for allocations).
   const std::uint64_t tail_key =
@@ -123,10 +132,17 @@ std::size_t format_hot_record(const HotRecord& r, const std::uint64_t* extra, in
     if (kind == kHotAlloc) t.lit(R"(","phase":")").raw(policy::to_string(static_cast<policy::Phase>(r.phase())));
     t.lit(R"("}})");
   });
-  e.padded(tail.text, tail.size);
   // A piece that did not fit its buffer (an api name of ~60 characters) is empty: the line is
   // dropped rather than written without it.
   if (api.size == 0 || tail.size == 0) return 0;
+  if (!freed) {
+    e.padded(tail.text, tail.size);
+  } else {
+    const Piece& free_api = cached(t_pieces.free_api, reinterpret_cast<std::uintptr_t>(freed->api),
+                                   [&](EventLine& f) { f.lit(R"(,"free_api":")").raw(freed->api).lit(R"("}})"); });
+    if (free_api.size == 0) return 0;
+    e.padded(tail.text, tail.size - 2).padded(free_api.text, free_api.size);  // its "}}" closes the line
+  }
   return e.overflowed() ? 0 : e.view().size();
 }
 
@@ -136,7 +152,12 @@ void emit(const EventLine& e) {
 
 void emit_hot_line(const HotRecord& r, const char* caller, const std::uint64_t* full_bytes) {
   char line[768];
-  const std::size_t n = format_hot_record(r, full_bytes, current_tid(), line, sizeof line);
+  HotLine hot;
+  hot.record = &r;
+  hot.extra = full_bytes;
+  hot.ts_ns = trace_ns_of_ticks(r.ticks);
+  hot.tid = current_tid();
+  const std::size_t n = format_hot_record(hot, line, sizeof line);
   if (n <= 2) return;
   EventLine e;
   if (caller) {
@@ -188,7 +209,8 @@ void open_trace() {
     return;
   }
   std::string header = event_head("M", "kvremap", "kvremap_trace");
-  header += fmt::format(R"(,"args":{{"schema_version":1,"library_version":"{}","hostname":)", KVREMAP_VERSION_STRING);
+  header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)", kTraceSchemaVersion,
+                        KVREMAP_VERSION_STRING);
   append_json_string(header, host);
   header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", process_id(), getppid());
   append_json_string(header, cmdline);
@@ -253,8 +275,8 @@ void emit_all_counters() {
 std::string summary_json(const char* reason, bool from_signal) {
   std::string s = event_head("i", "summary", "summary");
   s += fmt::format(
-      R"(,"s":"g","args":{{"schema_version":1,"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
-      KVREMAP_VERSION_STRING, reason, trace_now_us());
+      R"(,"s":"g","args":{{"schema_version":{},"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
+      kTraceSchemaVersion, KVREMAP_VERSION_STRING, reason, trace_now_us());
   bool first_device = true;
   for (int d = 0; d < kMaxDevices; ++d) {
     const DeviceStats& dev = S().devices[static_cast<std::size_t>(d)];

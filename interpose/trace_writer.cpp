@@ -79,8 +79,11 @@ struct ThreadBuffer {
   };
   std::unique_ptr<Slots> slots{new Slots};
   trace_detail::HotRing ring;
-  int tid = 0;                         // the owner's, for formatting its records on another thread
+  int tid = 0;  // the owner's, for formatting its records on another thread
   std::mutex lock;
+  // Requires `lock`. The end of the last allocation lifetime or capture boundary on this thread's
+  // track (trace ns): the next slice starts no earlier.
+  std::uint64_t slice_floor_ns = 0;
 
   ThreadBuffer() : tid(current_tid_uncached()) {
     ring.slots = slots->record;
@@ -92,24 +95,42 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
   }
-  // Requires `lock`. Hands every pending record, oldest first, to sink(record, counter_words), then
-  // frees their slots.
+  // Requires `lock`. Hands every pending record, oldest first, to sink(HotLine), then frees their
+  // slots. An allocation directly followed by its own free goes as one lifetime (is_lifetime()),
+  // placed on the thread's track after everything written there before.
   template <typename Sink>
   void drain_locked(Sink&& sink) {
     const std::uint64_t h = ring.head.load(std::memory_order_acquire);
     std::uint64_t t = ring.tail.load(std::memory_order_relaxed);
+    HotLine line;
+    line.tid = tid;
     while (t != h) {
       const HotRecord& r = ring.slots[t % kRingRecords];
+      line.record = &r;
+      line.ts_ns = trace_ns_of_ticks(r.ticks);
+      line.extra = nullptr;
+      line.freed = nullptr;
       if (r.kind() != kHotCounter) {
-        sink(r, nullptr);
-        ++t;
+        const HotRecord* next = t + 1 != h ? &ring.slots[(t + 1) % kRingRecords] : nullptr;
+        if (next && is_lifetime(r, *next)) {
+          // Clamped to the track: the ticks of two records may be converted from different anchors.
+          line.freed = next;
+          line.ts_ns = std::max(line.ts_ns, slice_floor_ns);
+          line.end_ns = std::max(trace_ns_of_ticks(next->ticks), line.ts_ns);
+          slice_floor_ns = line.end_ns;
+          t += 2;
+        } else {
+          ++t;
+        }
+        sink(line);
         continue;
       }
       if (h - t < kCounterSlots) break;  // never published partly; guards against reading past head
       std::uint64_t words[kCounterWords];
       for (std::size_t s = 0; s < kCounterSlots - 1; ++s)
         std::memcpy(&words[s * kWordsPerSlot], &ring.slots[(t + 1 + s) % kRingRecords], sizeof(HotRecord));
-      sink(r, words);
+      line.extra = words;
+      sink(line);
       t += kCounterSlots;
     }
     ring.tail.store(h, std::memory_order_release);
@@ -118,13 +139,13 @@ struct ThreadBuffer {
   void format_records_locked() {
     if (ring.head.load(std::memory_order_acquire) == ring.tail.load(std::memory_order_relaxed)) return;
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
-    char line[kMaxLine + 2];  // the separator, the event, the newline: one append per record
-    line[0] = ',';
-    drain_locked([&](const HotRecord& r, const std::uint64_t* words) {
-      const std::size_t n = format ? format(r, words, tid, line + 1, kMaxLine) : 0;
+    char text[kMaxLine + 2];  // the separator, the event, the newline: one append per record
+    text[0] = ',';
+    drain_locked([&](const HotLine& line) {
+      const std::size_t n = format ? format(line, text + 1, kMaxLine) : 0;
       if (n == 0) return;
-      line[n + 1] = '\n';
-      data.append(line, n + 2);
+      text[n + 1] = '\n';
+      data.append(text, n + 2);
     });
   }
   // Requires `lock`.
@@ -206,9 +227,7 @@ std::uint64_t first_start_ns() {
 }
 }  // namespace trace_detail
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
@@ -284,6 +303,15 @@ void TraceWriter::event(std::string_view json_object, bool flush_now) {
   if (flush_now || b.data.size() >= kFlushBytes) b.flush_locked();
 }
 
+std::uint64_t TraceWriter::fence_thread(std::uint64_t ns) {
+  if (fd_ < 0) return ns;
+  ThreadBuffer& b = thread_buffer();
+  std::lock_guard<std::mutex> g(b.lock);
+  b.format_records_locked();
+  b.slice_floor_ns = std::max(b.slice_floor_ns, ns);
+  return b.slice_floor_ns;
+}
+
 void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]) {
   if (fd_ < 0) return;
   trace_detail::HotRing* ring = trace_detail::t_ring;
@@ -295,7 +323,8 @@ void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64
   head.api = "";
   head.packed = HotRecord::pack(0, device, kHotCounter, 0, 0);
   for (std::size_t s = 0; s < kCounterSlots - 1; ++s)
-    std::memcpy(static_cast<void*>(&ring->slots[(h + 1 + s) % kRingRecords]), &live[s * kWordsPerSlot], sizeof(HotRecord));
+    std::memcpy(static_cast<void*>(&ring->slots[(h + 1 + s) % kRingRecords]), &live[s * kWordsPerSlot],
+                sizeof(HotRecord));
   ring->head.store(h + kCounterSlots, std::memory_order_release);  // all three slots at once
 }
 
@@ -335,13 +364,13 @@ bool TraceWriter::try_close(std::string_view last_event) {
     write_all(fd_, b->data);
     b->data.clear();
     // Formatted into a stack buffer and written line by line: nothing here allocates.
-    char line[kMaxLine + 2];
-    b->drain_locked([&](const HotRecord& r, const std::uint64_t* words) {
-      const std::size_t n = format ? format(r, words, b->tid, line + 1, kMaxLine) : 0;
+    char text[kMaxLine + 2];
+    b->drain_locked([&](const HotLine& line) {
+      const std::size_t n = format ? format(line, text + 1, kMaxLine) : 0;
       if (n == 0) return;
-      line[0] = ',';
-      line[n + 1] = '\n';
-      write_all(fd_, line, n + 2);
+      text[0] = ',';
+      text[n + 1] = '\n';
+      write_all(fd_, text, n + 2);
     });
   }
   std::string tail = ",";

@@ -32,6 +32,8 @@ struct HotRecord {
     return bytes | static_cast<std::uint64_t>(device & 63) << 48 | static_cast<std::uint64_t>(category & 7) << 54 |
            static_cast<std::uint64_t>(phase & 15) << 57 | static_cast<std::uint64_t>(kind & 3) << 61;
   }
+  // The bits that describe the object (bytes, device, category), the same in its alloc and its free.
+  static constexpr std::uint64_t kObjectBits = (std::uint64_t{1} << 57) - 1;
   std::uint64_t bytes() const { return packed & kMaxBytes; }
   int device() const { return static_cast<int>(packed >> 48 & 63); }
   std::uint8_t category() const { return static_cast<std::uint8_t>(packed >> 54 & 7); }
@@ -65,12 +67,31 @@ extern constinit thread_local HotRing* t_ring;
 HotRing& ring_with_room(std::size_t slots);
 }  // namespace trace_detail
 
-// Writes the JSON object of `record`, made by thread `tid`, into out[0, capacity); returns its
-// length, or 0 when it does not fit (the record is then dropped). `extra`: a counter sample's
-// kCounterWords words; for an allocation or a free, null or its size when above kMaxBytes (such
-// records are formatted at once, never queued). Must not allocate.
-using HotFormatter = std::size_t (*)(const HotRecord& record, const std::uint64_t* extra, int tid, char* out,
-                                     std::size_t capacity);
+// A hot record as the writer hands it to be formatted, its times already on the trace's time base.
+struct HotLine {
+  const HotRecord* record = nullptr;
+  // A counter sample's kCounterWords words; for an allocation or a free, null or its size when
+  // above kMaxBytes (such records are formatted at once, never queued).
+  const std::uint64_t* extra = nullptr;
+  // The free that ended this allocation, when the thread recorded nothing in between (is_lifetime):
+  // the two become one complete event from ts_ns to end_ns.
+  const HotRecord* freed = nullptr;
+  std::uint64_t ts_ns = 0;
+  std::uint64_t end_ns = 0;
+  int tid = 0;  // the thread that made the record
+};
+// Writes the JSON object of `line` into out[0, capacity); returns its length, or 0 when it does not
+// fit (the record is then dropped). Must not allocate.
+using HotFormatter = std::size_t (*)(const HotLine& line, char* out, std::size_t capacity);
+
+// Whether `free` is the release of allocation `alloc` (the same object: address, size, device and
+// category), so that the pair can be written as one complete event spanning the object's lifetime.
+// The writer only pairs records that are adjacent in one thread's ring: nothing else the thread
+// recorded lies inside the span, so lifetimes on a thread's track always nest (viewers require it).
+inline bool is_lifetime(const HotRecord& alloc, const HotRecord& free) {
+  return alloc.kind() == kHotAlloc && free.kind() == kHotFree && alloc.ptr == free.ptr &&
+         ((alloc.packed ^ free.packed) & HotRecord::kObjectBits) == 0;
+}
 
 // The file is a Chrome trace-event JSON array: "[" then one event per line, every line after the
 // first starting with ",", and "]" at a clean close. Buffers only ever hold whole lines and are
@@ -98,6 +119,12 @@ class TraceWriter {
     slot.packed = packed;
     ring->head.store(h + 1, std::memory_order_release);
   }
+  // A boundary of a slice on the calling thread's track (a capture window's begin or end) at trace
+  // time `ns`: formats the thread's pending hot records first, so no allocation lifetime straddles
+  // it, and returns the time to stamp it with — `ns`, or the end of the last lifetime written for
+  // the thread if that is later (the two clocks' readings may disagree by the tick conversion's
+  // error); later lifetimes on the track start no earlier. Slices on a track must nest.
+  std::uint64_t fence_thread(std::uint64_t ns);
   // Appends a counter sample: live bytes per category (kCounterWords, the unused ones zero).
   void hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]);
   // How hot records become lines; set before the first hot().

@@ -69,8 +69,8 @@ void feed_phase(int device, policy::EventKind kind) {
     const auto tid = static_cast<std::uint64_t>(current_tid());
     const auto di = static_cast<std::size_t>(device);
     if (const std::uint64_t bytes = S().pending_alloc_bytes[di].exchange(0))
-      tracker->observe_allocated_bytes(
-          bytes, trace_ns_of_ticks(S().pending_alloc_ticks[di].load(std::memory_order_relaxed)));
+      tracker->observe_allocated_bytes(bytes,
+                                       trace_ns_of_ticks(S().pending_alloc_ticks[di].load(std::memory_order_relaxed)));
     const std::uint32_t launches = std::min(S().pending_launches[di].exchange(0), kMaxLaunchesFed);
     for (std::uint32_t i = 0; i < launches && !change; ++i)
       change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
@@ -344,8 +344,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     see_device(device);
     const Category c = category_for(kind);
     const std::uint64_t now = ticks();  // the one clock read of this hook
-    record(map_of(st, held_of(kind)), ptr, device,
-           kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
+    record(map_of(st, held_of(kind)), ptr, device, kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
       const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
@@ -465,10 +464,12 @@ void on_capture_begin(std::uint64_t stream, int mode) {
   guarded("on_capture_begin", [&] {
     const int device = tracked_device();
     std::uint64_t id = 0;
+    // The window is a slice on this thread's track, which allocation lifetimes share.
+    const std::uint64_t begin_ns = trace().fence_thread(trace_now_ns());
     {
       std::lock_guard<std::mutex> g(S().lock);
       id = S().next_capture_id++;
-      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), trace_now_us(), 0});
+      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0});
     }
     ++t_own_captures;
     if (mode == 0) S().global_captures.fetch_add(1);
@@ -498,9 +499,12 @@ void on_capture_end(std::uint64_t stream, bool ok) {
     if (ended->tid == current_tid() && t_own_captures > 0) --t_own_captures;
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
+    const std::uint64_t end_ns =
+        std::max(ended->tid == current_tid() ? trace().fence_thread(trace_now_ns()) : trace_now_ns(), ended->begin_ns);
     std::string e =
         fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
-                    process_id(), ended->tid, ended->begin_us, trace_now_us() - ended->begin_us);
+                    process_id(), ended->tid, static_cast<double>(ended->begin_ns) / 1000.0,
+                    static_cast<double>(end_ns - ended->begin_ns) / 1000.0);
     e += fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
                      ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
                      ok ? "ok" : "invalidated", ended->allocated);

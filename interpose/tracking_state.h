@@ -60,7 +60,7 @@ struct ActiveCapture {
   std::uint64_t id = 0;
   int mode = 0;
   int tid = 0;
-  double begin_us = 0;
+  std::uint64_t begin_ns = 0;  // trace time, fenced on the capturing thread's track
   std::uint64_t allocated = 0;
 };
 
@@ -117,8 +117,7 @@ void refresh_process_id();
 // The head of a cold event in a reused per-thread string; finish one event before starting another.
 std::string& event_head(const char* ph, const char* cat, std::string_view name);
 // The HotFormatter of this trace's alloc/free records (set on the writer when the trace opens).
-std::size_t format_hot_record(const HotRecord& record, const std::uint64_t* extra, int tid, char* out,
-                              std::size_t capacity);
+std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capacity);
 // An allocation's or a free's line, formatted now and written as a cold event: with "caller" when
 // given, and `full_bytes` as its size when that is above HotRecord::kMaxBytes.
 void emit_hot_line(const HotRecord& record, const char* caller, const std::uint64_t* full_bytes = nullptr);
@@ -127,7 +126,8 @@ int device_index(int device);
 // First sight of a device: its total memory in a metadata event.
 void first_sight_of_device(int device);
 inline void see_device(int device) {
-  if (!S().devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire)) first_sight_of_device(device);
+  if (!S().devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire))
+    first_sight_of_device(device);
 }
 // A counter sample of a device's live bytes per category (throttled unless `force`), stamped
 // `now_ticks` (the hook's own timestamp, so a hot path reads the clock once).

@@ -1,5 +1,5 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices
+// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -335,6 +335,33 @@ int churn() {
   return failures;
 }
 
+// Allocation lifetimes of every shape on one thread: interleaved (a, b, free a, free b), back to
+// back (c, free c), and across capture windows (allocated before a capture and freed inside it,
+// allocated inside and freed after it). Only back-to-back pairs may become one lifetime event.
+int lifetimes() {
+  constexpr int kRounds = 2000;
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  bool interleaved = true, back_to_back = true, around_captures = true;  // one line each, not one per call
+  for (int i = 0; i < kRounds; ++i) {
+    void *a = nullptr, *b = nullptr, *c = nullptr;
+    interleaved &= cudaMalloc(&a, 64 << 10) == cudaSuccess && cudaMalloc(&b, 128 << 10) == cudaSuccess &&
+                   cudaFree(a) == cudaSuccess && cudaFree(b) == cudaSuccess;
+    back_to_back &= cudaMalloc(&c, 256 << 10) == cudaSuccess && cudaFree(c) == cudaSuccess;
+    if (i % 100 != 0) continue;
+    void *before = nullptr, *inside = nullptr;
+    cudaGraph_t graph = nullptr;
+    around_captures &= cudaMalloc(&before, 384 << 10) == cudaSuccess &&
+                       cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess &&
+                       cudaFree(before) == cudaSuccess && cudaMalloc(&inside, 512 << 10) == cudaSuccess &&
+                       cudaStreamEndCapture(stream, &graph) == cudaSuccess && cudaFree(inside) == cudaSuccess;
+  }
+  check(interleaved, "interleaved pairs");
+  check(back_to_back, "back-to-back pairs");
+  check(around_captures, "pairs around captures");
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -373,6 +400,9 @@ int main(int argc, char** argv) {
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
   if (mode == "churn") return churn();
-  std::fprintf(stderr, "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn\n");
+  if (mode == "lifetimes") return lifetimes();
+  std::fprintf(stderr,
+               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
+               "lifetimes\n");
   return 2;
 }

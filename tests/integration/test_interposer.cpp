@@ -98,7 +98,7 @@ TEST(Interposer, TraceConformsToTheDocumentedSchema) {
     Traced t = run_traced(mode);
     ASSERT_EQ(t.traces.size(), 1u) << mode;
     EXPECT_EQ(kvremap::trace::validate(t.traces[0]), std::vector<std::string>{}) << mode;
-    EXPECT_EQ(t.traces[0].header.schema_version, 1);
+    EXPECT_EQ(t.traces[0].header.schema_version, kvremap::trace::kSchemaVersion);
     EXPECT_EQ(t.traces[0].header.options.at("KVREMAP_MODE"), "observe");
   }
 }
@@ -188,6 +188,8 @@ TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
       ASSERT_EQ(events[i]->bytes, events[i + 1]->bytes) << "thread " << tid << " event " << i;
     }
   }
+  // Slices (capture windows, allocation lifetimes) nest on every thread's track.
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
   const auto& other = category(trace, "other");
   EXPECT_EQ(other.allocations, kPairs);
   EXPECT_EQ(other.frees, kPairs);
@@ -199,7 +201,8 @@ TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
   for (const auto& e : trace.graph_execs) execs[e.event.tid].push_back(&e);
   std::size_t exec_events = 0;
   for (auto& [tid, events] : execs) {
-    std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) { return a->event.index < b->event.index; });
+    std::sort(events.begin(), events.end(),
+              [](const auto* a, const auto* b) { return a->event.index < b->event.index; });
     exec_events += events.size();
     for (std::size_t i = 0; i + 1 < events.size(); i += 2) {
       ASSERT_FALSE(events[i]->destroyed) << "thread " << tid << " event " << i;
@@ -212,6 +215,38 @@ TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
   EXPECT_EQ(graph_exec.allocations, kExecs);
   EXPECT_EQ(graph_exec.frees, kExecs);
   EXPECT_EQ(graph_exec.live_bytes, 0u);
+}
+
+// A pair written as one lifetime event must be exactly an allocation the thread freed before it did
+// anything else; the trace must still add up, and its slices nest with the capture windows.
+TEST(Interposer, OnlyBackToBackPairsBecomeLifetimesAndTheTraceStillAddsUp) {
+  const Traced t = run_traced("lifetimes");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  constexpr std::uint64_t kRounds = 2000, kCaptures = 20;
+  ASSERT_EQ(trace.allocs.size(), 3 * kRounds + 2 * kCaptures);
+  ASSERT_EQ(trace.frees.size(), trace.allocs.size());
+  std::size_t lifetimes = 0;
+  for (const auto& a : trace.allocs) {
+    if (!a.lifetime) continue;
+    ++lifetimes;
+    EXPECT_EQ(a.bytes, 256 * 1024u) << "only the back-to-back allocation may be a lifetime: " << a.ptr;
+  }
+  std::size_t lifetime_frees = 0;
+  for (const auto& f : trace.frees) lifetime_frees += f.lifetime ? 1 : 0;
+  EXPECT_EQ(lifetime_frees, lifetimes);
+  // Pairs split by the background writer's drains stay two events; nearly all are whole.
+  EXPECT_GT(lifetimes, kRounds / 2);
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  EXPECT_EQ(replay.frees_exceeding_live, 0u);
+  ASSERT_TRUE(trace.summary.has_value());
+  for (const auto& [name, stats] : trace.summary->devices.at(0).categories) {
+    EXPECT_EQ(replay.devices.at(0).at(name), stats) << name;
+  }
+  EXPECT_EQ(category(trace, "graph_pool").allocated_bytes, kCaptures * 512 * 1024);
+  EXPECT_EQ(category(trace, "other").allocated_bytes, kRounds * (64 + 128 + 256) * 1024 + kCaptures * 384 * 1024);
 }
 
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
@@ -348,7 +383,8 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
 // failure (rollback, host tier) or stops with one line.
 TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptCrashOrLeak) {
   const std::vector<std::string> base = {"KVREMAP_MODE=defer", "KVREMAP_TRACE=off", "TAGGED_REPORT=1"};
-  const RunResult clean = run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY}));
+  const RunResult clean =
+      run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY}));
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   std::smatch live;
   const std::regex live_re(R"(live: handles=(\d+) reservations=(\d+) mappings=(\d+) host_bytes=(\d+))");
@@ -362,7 +398,8 @@ TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptCrashOrLeak) {
   const std::string calls_line = clean.out.substr(calls_at, clean.out.find('\n', calls_at) - calls_at);
   std::vector<std::pair<std::string, int>> calls;
   const std::regex call_re(R"(([A-Za-z0-9_]+)=(\d+))");
-  for (auto it = std::sregex_iterator(calls_line.begin(), calls_line.end(), call_re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(calls_line.begin(), calls_line.end(), call_re); it != std::sregex_iterator();
+       ++it)
     calls.emplace_back((*it)[1], std::stoi((*it)[2]));
   ASSERT_GE(calls.size(), 12u) << calls_line;
 

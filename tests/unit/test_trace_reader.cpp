@@ -27,8 +27,10 @@ const std::string kHeaderLine =
     R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
     R"("library_version":"0.1.0","hostname":"h","pid":7,"ppid":1,"cmdline":"engine","start_unix_ns":1,"options":{}}})";
 
-std::string trace_text(const std::vector<std::string>& event_lines, bool closed = true) {
-  std::string text = "[\n" + kHeaderLine + "\n";
+std::string trace_text(const std::vector<std::string>& event_lines, bool closed = true, int schema = 1) {
+  std::string header = kHeaderLine;
+  header.replace(header.find(R"("schema_version":1)"), 18, R"("schema_version":)" + std::to_string(schema));
+  std::string text = "[\n" + header + "\n";
   for (const std::string& line : event_lines) text += "," + line + "\n";
   return closed ? text + "]\n" : text;
 }
@@ -45,6 +47,14 @@ std::string free_line(double ts, const std::string& ptr, std::uint64_t bytes, co
   return R"({"ph":"i","s":"t","cat":"alloc","name":"free","pid":7,"tid":7,"ts":)" + std::to_string(ts) +
          R"(,"args":{"api":"cudaFree","ptr":")" + ptr + R"(","bytes":)" + std::to_string(bytes) + R"(,"device":)" +
          std::to_string(device) + R"(,"category":")" + category + R"("}})";
+}
+
+// Schema 2: an allocation and its free as one complete event on thread `tid`.
+std::string lifetime_line(double ts, double dur, const std::string& ptr, std::uint64_t bytes, int tid = 7) {
+  return R"({"ph":"X","cat":"alloc","pid":7,"tid":)" + std::to_string(tid) + R"(,"name":"alloc","ts":)" +
+         std::to_string(ts) + R"(,"dur":)" + std::to_string(dur) + R"(,"args":{"api":"cuMemAlloc_v2","ptr":")" + ptr +
+         R"(","bytes":)" + std::to_string(bytes) +
+         R"(,"device":0,"category":"other","phase":"loading","free_api":"cuMemFree_v2"}})";
 }
 
 // Runs `parse` expecting a TraceError and returns its message.
@@ -193,7 +203,75 @@ TEST(TraceReader, GarbageAndForeignTracesAreOneLineErrors) {
 TEST(TraceReader, OtherSchemaVersionIsRejected) {
   EXPECT_THAT(
       trace_error_of([] { (void)read_trace(data_path("wrong_schema_version.json")); }),
-      HasSubstr("wrong_schema_version.json: line 2: unsupported schema_version 2 (this reader reads version 1)"));
+      HasSubstr("wrong_schema_version.json: line 2: unsupported schema_version 3 (this reader reads versions 1 to 2)"));
+}
+
+TEST(TraceReader, LifetimeEventIsReadAsItsAllocationAndItsFree) {
+  const Trace trace = parse_trace(trace_text({lifetime_line(10.5, 2.25, "0x1", 4096)}, true, 2), "t");
+  EXPECT_EQ(trace.header.schema_version, 2);
+  ASSERT_EQ(trace.allocs.size(), 1u);
+  ASSERT_EQ(trace.frees.size(), 1u);
+  const auto& alloc = trace.allocs[0];
+  const auto& free = trace.frees[0];
+  EXPECT_TRUE(alloc.lifetime);
+  EXPECT_TRUE(free.lifetime);
+  EXPECT_EQ(alloc.api, "cuMemAlloc_v2");
+  EXPECT_EQ(free.api, "cuMemFree_v2");
+  EXPECT_DOUBLE_EQ(alloc.event.ts_us, 10.5);
+  EXPECT_DOUBLE_EQ(free.event.ts_us, 12.75);  // ts + dur
+  EXPECT_EQ(free.event.index, alloc.event.index);
+  EXPECT_EQ(free.event.line, alloc.event.line);
+  for (const auto* e : {&alloc, &free}) {
+    EXPECT_EQ(e->ptr, "0x1");
+    EXPECT_EQ(e->bytes, 4096u);
+    EXPECT_EQ(e->category, "other");
+  }
+  EXPECT_EQ(alloc.phase, "loading");
+  EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
+}
+
+TEST(TraceReplay, AZeroLengthLifetimeAllocatesBeforeItFrees) {
+  // Both changes at the same time and index: the allocation must count first, or the free would
+  // release more than was live.
+  const Trace trace =
+      parse_trace(trace_text({alloc_line(1, "0x9", 10, "other"), lifetime_line(5, 0, "0x1", 100)}, true, 2), "t");
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  const kvremap::trace::CategoryStats& other = replay.devices.at(0).at("other");
+  EXPECT_EQ(replay.frees_exceeding_live, 0u);
+  EXPECT_EQ(other.live_bytes, 10u);
+  EXPECT_EQ(other.peak_bytes, 110u);
+  EXPECT_DOUBLE_EQ(other.peak_ts_us, 5);
+  EXPECT_EQ(other.allocations, 2u);
+  EXPECT_EQ(other.frees, 1u);
+}
+
+TEST(TraceReader, LifetimesNeedSchemaTwoAndADurationAndFreeApi) {
+  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({lifetime_line(1, 1, "0x1", 8)}, true, 1), "t")),
+              ::testing::ElementsAre("t: event 1: alloc: ph: expected \"i\", found \"X\" (line 3)"));
+  std::string bare = lifetime_line(1, 1, "0x1", 8);
+  bare.replace(bare.find(R"(,"dur":)"), bare.find(R"(,"args")") - bare.find(R"(,"dur":)"), "");
+  bare.replace(bare.find(R"(,"free_api":"cuMemFree_v2")"), 26, "");
+  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({bare}, true, 2), "t")),
+              ::testing::ElementsAre("t: event 1: alloc: missing dur (line 3)",
+                                     "t: event 1: alloc: missing args.free_api (line 3)"));
+}
+
+TEST(TraceReader, SlicesOnOneThreadMustNest) {
+  const std::string capture =
+      R"({"ph":"X","cat":"capture","name":"capture","pid":7,"tid":7,"ts":10,"dur":10,"args":{"capture_id":1,)"
+      R"("stream":"0x5","mode":"global","status":"ok","allocated_bytes":0}})";
+  // Inside the window, touching its ends, and on another thread: all fine.
+  EXPECT_THAT(kvremap::trace::validate(
+                  parse_trace(trace_text({capture, lifetime_line(10, 1, "0x1", 8), lifetime_line(19, 1, "0x2", 8),
+                                          lifetime_line(20, 3, "0x3", 8), lifetime_line(15, 30, "0x4", 8, 8)},
+                                         true, 2),
+                              "t")),
+              ::testing::IsEmpty());
+  // Starting inside and ending after it: Perfetto could not place it.
+  EXPECT_THAT(
+      kvremap::trace::validate(parse_trace(trace_text({capture, lifetime_line(19.5, 0.501, "0x1", 8)}, true, 2), "t")),
+      ::testing::ElementsAre(
+          "t: event 2: alloc: overlaps event 1 (capture) on thread 7 without nesting inside it (line 4)"));
 }
 
 TEST(TraceReader, UnparsableLineBeforeTheEndIsAnErrorNamingItsLine) {

@@ -179,6 +179,14 @@ class EventSorter {
     if (ph == "M") return sort_metadata(name, args);
     if (cat == "alloc" && (name == "alloc" || name == "free")) {
       sort_memory(name == "free", args, ref);
+      if (name == "alloc" && ph == "X") {
+        // A lifetime: the free that ended it, at the end of the span.
+        EventRef end = ref;
+        end.ts_us = ref.ts_us + number_at(event, "dur");
+        sort_memory(true, args, end);
+        trace_.allocs.back().lifetime = trace_.frees.back().lifetime = true;
+        trace_.frees.back().api = string_at(args, "free_api");
+      }
       return true;
     }
     if (cat == "memory" && ph == "C") {
@@ -269,13 +277,14 @@ Header read_header(const json& event, const std::string& source, std::size_t lin
   if (version == nullptr || !version->is_number_integer()) {
     throw TraceError(source, line, "kvremap_trace metadata has no integer args.schema_version");
   }
-  if (version->get<std::int64_t>() != kSchemaVersion) {
+  const std::int64_t schema = version->get<std::int64_t>();
+  if (schema < kOldestSchemaVersion || schema > kSchemaVersion) {
     throw TraceError(source, line,
-                     "unsupported schema_version " + version->dump() + " (this reader reads version " +
-                         std::to_string(kSchemaVersion) + ")");
+                     "unsupported schema_version " + version->dump() + " (this reader reads versions " +
+                         std::to_string(kOldestSchemaVersion) + " to " + std::to_string(kSchemaVersion) + ")");
   }
   Header header;
-  header.schema_version = kSchemaVersion;
+  header.schema_version = static_cast<int>(schema);
   header.library_version = string_at(args, "library_version");
   header.hostname = string_at(args, "hostname");
   header.pid = int_at(args, "pid");

@@ -1,4 +1,4 @@
-// Reads kvremap per-process JSON traces (schema 1) into typed records shared by every analysis tool.
+// Reads kvremap per-process JSON traces (schemas 1 and 2) into typed records shared by every analysis tool.
 #pragma once
 
 #include <array>
@@ -14,13 +14,15 @@
 
 namespace kvremap::trace {
 
-// The only schema this reader understands; any other value in the header is a TraceError.
-inline constexpr int kSchemaVersion = 1;
+// The schema the library writes, and the oldest this reader still reads; any other value in the
+// header is a TraceError. Version 2 added allocation lifetimes (an "alloc" complete event).
+inline constexpr int kSchemaVersion = 2;
+inline constexpr int kOldestSchemaVersion = 1;
 
-// The fixed category set of schema 1, in the order reports print them.
+// The fixed category set, in the order reports print them.
 inline constexpr std::array<std::string_view, 7> kCategories = {"kv",         "graph_pool", "graph_exec", "module",
                                                                 "async_pool", "vmm",        "other"};
-// The fixed phase set of schema 1, in the order an engine start-up goes through them.
+// The fixed phase set, in the order an engine start-up goes through them.
 inline constexpr std::array<std::string_view, 7> kPhases = {"init",           "loading", "profiling", "kv_allocation",
                                                             "post_kv_warmup", "capture", "serving"};
 
@@ -63,7 +65,9 @@ struct Header {
   std::string process_name;                    // from the process_name metadata event; empty if absent
 };
 
-// An "alloc" or "free" event in cat "alloc".
+// An "alloc" or "free" event in cat "alloc". An allocation lifetime (an "alloc" complete event,
+// schema 2) is read as both: its allocation at ts, its free at ts + dur with api = its free_api;
+// the two share the event's index and line.
 struct MemoryEvent {
   EventRef event;
   std::string api;
@@ -71,8 +75,9 @@ struct MemoryEvent {
   std::uint64_t bytes = 0;
   int device = 0;
   std::string category;
-  std::string phase;   // allocations only
-  std::string caller;  // allocations only, optional in the trace
+  std::string phase;      // allocations only
+  std::string caller;     // allocations only, optional in the trace
+  bool lifetime = false;  // read from an allocation-lifetime event
 };
 
 // A memory query the program made, with what the driver said and what kvremap returned.

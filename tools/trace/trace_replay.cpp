@@ -46,8 +46,10 @@ LiveBytesReplay replay_live_bytes(const Trace& trace) {
   // The writer buffers events per thread, so file order interleaves threads in chunks; a free on one
   // thread can be written before the allocation another thread made. Timestamps come from one
   // monotonic clock, so they restore the real order; file order breaks ties.
+  // A lifetime's allocation and free share an index; with a zero duration the allocation goes first.
   std::sort(changes.begin(), changes.end(), [](const LiveBytesChange& a, const LiveBytesChange& b) {
-    return a.ts_us != b.ts_us ? a.ts_us < b.ts_us : a.index < b.index;
+    if (a.ts_us != b.ts_us) return a.ts_us < b.ts_us;
+    return a.index != b.index ? a.index < b.index : a.releases < b.releases;
   });
 
   LiveBytesReplay replay;

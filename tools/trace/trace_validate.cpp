@@ -1,5 +1,9 @@
-// Schema-1 conformance checks on the raw events of a trace: required fields, types, fixed value sets.
+// Schema conformance checks on the raw events of a trace: required fields, types, fixed value sets, nesting.
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
+#include <map>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,7 +134,7 @@ void check_expected_ph(EventChecker& checker, const json& event, std::string_vie
   if (ph != expected) checker.problem("ph: expected \"" + std::string(expected) + "\", found \"" + ph + "\"");
 }
 
-void check_summary(EventChecker& checker, const json& args) {
+void check_summary(EventChecker& checker, const json& args, int header_schema) {
   checker.check(args, "args",
                 {{"schema_version", Kind::integer},
                  {"library_version", Kind::string},
@@ -141,9 +145,9 @@ void check_summary(EventChecker& checker, const json& args) {
                  {"counts", Kind::object},
                  {"options", Kind::object}});
   if (const json* version = member(args, "schema_version");
-      version != nullptr && version->is_number_integer() && version->get<std::int64_t>() != kSchemaVersion) {
+      version != nullptr && version->is_number_integer() && version->get<std::int64_t>() != header_schema) {
     checker.problem("args.schema_version: " + version->dump() + " differs from the header's " +
-                    std::to_string(kSchemaVersion));
+                    std::to_string(header_schema));
   }
   if (const json* devices = member(args, "devices"); devices != nullptr && devices->is_array()) {
     for (std::size_t i = 0; i < devices->size(); ++i) {
@@ -181,7 +185,7 @@ void check_summary(EventChecker& checker, const json& args) {
 }
 
 // Checks the fields of one event whose cat/name this schema defines; others only need the common fields.
-void check_known_event(EventChecker& checker, const json& event) {
+void check_known_event(EventChecker& checker, const json& event, int header_schema) {
   const std::string ph = string_at(event, "ph");
   const std::string cat = string_at(event, "cat");
   const std::string name = string_at(event, "name");
@@ -220,7 +224,13 @@ void check_known_event(EventChecker& checker, const json& event) {
     return;
   }
   if (cat == "alloc") {
-    check_expected_ph(checker, event, "i");
+    if (name == "alloc" && ph == "X" && header_schema >= 2) {
+      // An allocation lifetime: the free's time is ts + dur, its api free_api.
+      checker.check(event, "", {{"dur", Kind::number}});
+      checker.check(args, "args", {{"free_api", Kind::string}});
+    } else {
+      check_expected_ph(checker, event, "i");
+    }
     checker.check(args, "args",
                   {{"api", Kind::string},
                    {"ptr", Kind::string},
@@ -275,7 +285,47 @@ void check_known_event(EventChecker& checker, const json& event) {
     }
   } else if (cat == "summary") {
     check_expected_ph(checker, event, "i");
-    check_summary(checker, args);
+    check_summary(checker, args, header_schema);
+  }
+}
+
+// Complete events ("X": capture windows, allocation lifetimes) on one thread's track must nest, or
+// Perfetto cannot place them: a slice that starts inside another must end inside it too.
+void check_slices_nest(const Trace& trace, std::vector<std::string>& problems) {
+  struct Slice {
+    std::int64_t begin_ns, end_ns;
+    std::size_t index;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Slice>> tracks;
+  for (std::size_t index = 0; index < trace.events.size(); ++index) {
+    const json& event = trace.events[index];
+    const json* ts = member(event, "ts");
+    const json* dur = member(event, "dur");
+    if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
+      continue;
+    // Whole nanoseconds: the writer prints microseconds with three decimals.
+    const auto begin = std::llround(ts->get<double>() * 1000.0);
+    tracks[{detail::int_at(event, "pid"), detail::int_at(event, "tid")}].push_back(
+        {begin, begin + std::llround(dur->get<double>() * 1000.0), index});
+  }
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;  // parents first
+    });
+    std::vector<const Slice*> open;
+    for (const Slice& slice : slices) {
+      while (!open.empty() && open.back()->end_ns <= slice.begin_ns) open.pop_back();
+      if (!open.empty() && slice.end_ns > open.back()->end_ns) {
+        const Slice& parent = *open.back();
+        problems.push_back(trace.source + ": event " + std::to_string(slice.index) + ": " +
+                           string_at(trace.events[slice.index], "name") + ": overlaps event " +
+                           std::to_string(parent.index) + " (" + string_at(trace.events[parent.index], "name") +
+                           ") on thread " + std::to_string(track.second) + " without nesting inside it (line " +
+                           std::to_string(trace.event_lines[slice.index]) + ")");
+        continue;
+      }
+      open.push_back(&slice);
+    }
   }
 }
 
@@ -305,7 +355,7 @@ std::vector<std::string> validate(const Trace& trace) {
                    {"pid", Kind::integer},
                    {"tid", Kind::integer},
                    {"ts", Kind::number}});
-    check_known_event(checker, event);
+    check_known_event(checker, event, trace.header.schema_version);
     const bool is_header = string_at(event, "ph") == "M" && name == "kvremap_trace";
     if (is_header && header_seen) checker.problem("a second kvremap_trace metadata event");
     header_seen = header_seen || is_header;
@@ -313,6 +363,7 @@ std::vector<std::string> validate(const Trace& trace) {
       checker.problem("the summary is not the last event");
     }
   }
+  check_slices_nest(trace, problems);
   return problems;
 }
 
