@@ -45,6 +45,25 @@ std::vector<ThreadBuffer*>& registry() {
   static auto* r = new std::vector<ThreadBuffer*>;
   return *r;
 }
+// Requires registry_lock. Buffers of exited threads, still registered (and empty), handed to the
+// next new thread: engines start and end threads (and a benchmark does, many times), and a fresh
+// buffer costs an allocation and page faults on its first records, which contend with the
+// program's own mmap/munmap for the address-space lock.
+std::vector<ThreadBuffer*>& idle_buffers() {
+  static auto* r = new std::vector<ThreadBuffer*>;
+  return *r;
+}
+// Formatting buffers. Records are formatted into fixed buffers and written from there, never
+// collected in a growing string: growth means fresh pages, and page faults contend with the
+// program's own mmap/munmap for the address-space lock. flush_all (the background writer) reuses
+// one large buffer, guarded by registry_lock; other paths (a thread whose ring is full, a thread's
+// exit) use a chunk on their stack.
+constexpr std::size_t kChunkBytes = 8 * 1024;
+constexpr std::size_t kFlushAllBytes = 256 * 1024;
+char* flush_all_buffer() {
+  static char* buffer = new char[kFlushAllBytes];
+  return buffer;
+}
 std::mutex& write_lock() {
   static std::mutex* m = new std::mutex;
   return *m;
@@ -90,11 +109,6 @@ struct ThreadBuffer {
     std::lock_guard<std::mutex> g(registry_lock());
     registry().push_back(this);
   }
-  ~ThreadBuffer() {
-    flush();
-    std::lock_guard<std::mutex> g(registry_lock());
-    registry().erase(std::remove(registry().begin(), registry().end(), this), registry().end());
-  }
   // Requires `lock`. Hands every pending record, oldest first, to sink(HotLine), then frees their
   // slots. An allocation directly followed by its own free goes as one lifetime (is_lifetime()),
   // placed on the thread's track after everything written there before.
@@ -135,32 +149,51 @@ struct ThreadBuffer {
     }
     ring.tail.store(h, std::memory_order_release);
   }
-  // Requires `lock`. Turns the pending records into lines at the end of `data`.
-  void format_records_locked() {
+  // Requires `lock`. Formats the pending records straight into buf[0, capacity) (at least one
+  // line's room) and hands it to emit(buf, length) whenever the next line might not fit and at the
+  // end: whole lines only, and no buffer grows.
+  template <typename Emit>
+  void format_records_locked(char* buf, std::size_t capacity, Emit&& emit) {
     if (ring.head.load(std::memory_order_acquire) == ring.tail.load(std::memory_order_relaxed)) return;
     const HotFormatter format = g_formatter.load(std::memory_order_acquire);
-    char text[kMaxLine + 2];  // the separator, the event, the newline: one append per record
-    text[0] = ',';
+    std::size_t used = 0;
     drain_locked([&](const HotLine& line) {
-      const std::size_t n = format ? format(line, text + 1, kMaxLine) : 0;
+      if (capacity - used < kMaxLine + 2) {
+        emit(buf, used);
+        used = 0;
+      }
+      const std::size_t n = format ? format(line, buf + used + 1, kMaxLine) : 0;
       if (n == 0) return;
-      text[n + 1] = '\n';
-      data.append(text, n + 2);
+      buf[used] = ',';  // the separator, the event, the newline
+      buf[used + n + 1] = '\n';
+      used += n + 2;
     });
+    if (used > 0) emit(buf, used);
   }
-  // Requires `lock`.
-  void flush_locked() {
-    format_records_locked();
-    if (data.empty()) return;
-    {
-      std::lock_guard<std::mutex> w(write_lock());
-      write_all(g_fd, data);
+  // Requires `lock`. Appends the pending records' lines to `data`, after its cold events.
+  void format_records_locked() {
+    char chunk[kChunkBytes];
+    format_records_locked(chunk, sizeof chunk, [&](const char* p, std::size_t n) { data.append(p, n); });
+  }
+  // Requires `lock`. Writes the cold events, then the pending records, formatted in `buf` (flush_all's
+  // reused buffer) or in a chunk on the stack.
+  void flush_locked(char* buf = nullptr, std::size_t capacity = 0) {
+    char chunk[kChunkBytes];
+    if (!buf) {
+      buf = chunk;
+      capacity = sizeof chunk;
     }
+    const auto write_out = [](const char* p, std::size_t n) {
+      std::lock_guard<std::mutex> w(write_lock());
+      write_all(g_fd, p, n);
+    };
+    if (!data.empty()) write_out(data.data(), data.size());
     data.clear();
+    format_records_locked(buf, capacity, write_out);
   }
-  void flush() {
+  void flush(char* buf = nullptr, std::size_t capacity = 0) {
     std::lock_guard<std::mutex> g(lock);
-    flush_locked();
+    flush_locked(buf, capacity);
   }
   // In a forked child: the parent's pending events are not the child's.
   void forget() {
@@ -169,9 +202,10 @@ struct ThreadBuffer {
   }
 };
 
-// A heap object per thread, freed by a pthread key destructor when the thread exits. Not a
-// thread_local object: the main thread's thread_local destructors run during exit() before the
-// atexit handler that writes the summary, which still needs its buffer.
+// A heap object per thread, written out by a pthread key destructor when the thread exits and then
+// kept for the next new thread (never destroyed). Not a thread_local object: the main thread's
+// thread_local destructors run during exit() before the atexit handler that writes the summary,
+// which still needs its buffer.
 void release_thread_buffer(void* buffer);
 
 pthread_key_t buffer_key() {
@@ -186,7 +220,20 @@ pthread_key_t buffer_key() {
 constinit thread_local ThreadBuffer* t_buffer = nullptr;
 
 [[gnu::noinline]] ThreadBuffer& create_thread_buffer() {
-  t_buffer = new ThreadBuffer;
+  ThreadBuffer* reused = nullptr;
+  {
+    std::lock_guard<std::mutex> g(registry_lock());
+    if (!idle_buffers().empty()) {
+      reused = idle_buffers().back();
+      idle_buffers().pop_back();
+    }
+  }
+  if (reused) {
+    std::lock_guard<std::mutex> g(reused->lock);
+    reused->tid = current_tid_uncached();
+    reused->slice_floor_ns = 0;  // a new thread, a new track
+  }
+  t_buffer = reused ? reused : new ThreadBuffer;
   pthread_setspecific(buffer_key(), t_buffer);
   trace_detail::t_ring = &t_buffer->ring;
   return *t_buffer;
@@ -200,7 +247,10 @@ void release_thread_buffer(void* buffer) {
     t_buffer = nullptr;
     trace_detail::t_ring = nullptr;
   }
-  delete static_cast<ThreadBuffer*>(buffer);
+  auto* b = static_cast<ThreadBuffer*>(buffer);
+  b->flush();
+  std::lock_guard<std::mutex> g(registry_lock());
+  idle_buffers().push_back(b);
 }
 
 }  // namespace
@@ -330,7 +380,7 @@ void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64
 
 void TraceWriter::flush_all() {
   std::lock_guard<std::mutex> g(registry_lock());
-  for (ThreadBuffer* b : registry()) b->flush();
+  for (ThreadBuffer* b : registry()) b->flush(flush_all_buffer(), kFlushAllBytes);
 }
 
 void TraceWriter::close(std::string_view last_event) {
@@ -359,19 +409,12 @@ bool TraceWriter::try_close(std::string_view last_event) {
   }
   std::unique_lock<std::mutex> w(write_lock(), std::try_to_lock);
   if (!w.owns_lock()) return false;
-  const HotFormatter format = g_formatter.load(std::memory_order_acquire);
   for (ThreadBuffer* b : registry()) {
     write_all(fd_, b->data);
     b->data.clear();
-    // Formatted into a stack buffer and written line by line: nothing here allocates.
-    char text[kMaxLine + 2];
-    b->drain_locked([&](const HotLine& line) {
-      const std::size_t n = format ? format(line, text + 1, kMaxLine) : 0;
-      if (n == 0) return;
-      text[0] = ',';
-      text[n + 1] = '\n';
-      write_all(fd_, text, n + 2);
-    });
+    // Formatted into a stack buffer and written from there: nothing here allocates.
+    char chunk[kChunkBytes];
+    b->format_records_locked(chunk, sizeof chunk, [&](const char* p, std::size_t n) { write_all(fd_, p, n); });
   }
   std::string tail = ",";
   tail.append(last_event);
@@ -402,6 +445,7 @@ void TraceWriter::child_after_fork() {
   own.forget();
   own.tid = current_tid();
   registry().assign(1, &own);
+  idle_buffers().clear();  // registered in the parent only
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   g_fd = -1;

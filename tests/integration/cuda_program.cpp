@@ -1,5 +1,6 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes
+// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
+//        successive-threads
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -362,6 +363,23 @@ int lifetimes() {
   return failures;
 }
 
+// Threads started one after another, as a pool that replaces its workers does: each must appear in
+// the trace under its own thread id even where it inherits an exited thread's trace buffer.
+int successive_threads() {
+  constexpr int kThreads = 20, kPairs = 50;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t) {
+    std::thread([&] {
+      for (int i = 0; i < kPairs; ++i) {
+        void* p = nullptr;
+        if (cudaMalloc(&p, 64 << 10) != cudaSuccess || cudaFree(p) != cudaSuccess) ++failed;
+      }
+    }).join();
+  }
+  check(failed == 0, "successive threads' pairs");
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -401,8 +419,9 @@ int main(int argc, char** argv) {
   if (mode == "two-devices") return two_devices();
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
+  if (mode == "successive-threads") return successive_threads();
   std::fprintf(stderr,
                "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
-               "lifetimes\n");
+               "lifetimes|successive-threads\n");
   return 2;
 }

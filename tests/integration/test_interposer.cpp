@@ -249,6 +249,19 @@ TEST(Interposer, OnlyBackToBackPairsBecomeLifetimesAndTheTraceStillAddsUp) {
   EXPECT_EQ(category(trace, "other").allocated_bytes, kRounds * (64 + 128 + 256) * 1024 + kCaptures * 384 * 1024);
 }
 
+TEST(Interposer, EachOfSuccessiveThreadsKeepsItsOwnThreadId) {
+  const Traced t = run_traced("successive-threads");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  std::map<std::int64_t, std::size_t> allocs_by_thread;
+  for (const auto& a : trace.allocs) ++allocs_by_thread[a.event.tid];
+  EXPECT_EQ(allocs_by_thread.size(), 20u);
+  for (const auto& [tid, count] : allocs_by_thread) EXPECT_EQ(count, 50u) << "thread " << tid;
+  EXPECT_EQ(allocs_by_thread.count(t.traces.front().header.pid), 0u) << "the main thread allocated nothing";
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+}
+
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
   Traced t = run_traced("wait", {}, 3, SIGKILL);
   EXPECT_EQ(t.run.signal, SIGKILL);
