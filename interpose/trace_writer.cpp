@@ -60,6 +60,7 @@ std::vector<ThreadBuffer*>& idle_buffers() {
 // exit) use a chunk on their stack.
 constexpr std::size_t kChunkBytes = 8 * 1024;
 constexpr std::size_t kFlushAllBytes = 256 * 1024;
+static_assert(kChunkBytes >= kMaxLine + 2, "a formatting buffer holds at least one line");
 char* flush_all_buffer() {
   static char* buffer = new char[kFlushAllBytes];
   return buffer;
@@ -276,8 +277,6 @@ std::uint64_t first_start_ns() {
   return g_start_ns.compare_exchange_strong(start, now) ? now : start;
 }
 }  // namespace trace_detail
-
-namespace {}  // namespace
 
 double trace_now_us() { return static_cast<double>(trace_now_ns()) / 1000.0; }
 
