@@ -361,6 +361,20 @@ std::uint64_t TraceWriter::fence_thread(std::uint64_t ns) {
   return b.slice_floor_ns;
 }
 
+std::uint64_t TraceWriter::fence_thread(std::uint64_t ns, int tid) {
+  if (fd_ < 0) return ns;
+  if (tid == current_tid()) return fence_thread(ns);
+  std::lock_guard<std::mutex> r(registry_lock());
+  for (ThreadBuffer* b : registry()) {
+    std::lock_guard<std::mutex> g(b->lock);
+    if (b->tid != tid) continue;
+    b->format_records_locked();  // consumers may drain any thread's ring under its lock
+    b->slice_floor_ns = std::max(b->slice_floor_ns, ns);
+    return b->slice_floor_ns;
+  }
+  return ns;
+}
+
 void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]) {
   if (fd_ < 0) return;
   trace_detail::HotRing* ring = trace_detail::t_ring;

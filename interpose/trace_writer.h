@@ -125,6 +125,9 @@ class TraceWriter {
   // the thread if that is later (the two clocks' readings may disagree by the tick conversion's
   // error); later lifetimes on the track start no earlier. Slices on a track must nest.
   std::uint64_t fence_thread(std::uint64_t ns);
+  // The same on the track of thread `tid` (a capture ended by another thread than the one that
+  // began it, where CUDA allows that); `ns` when that thread has no buffer.
+  std::uint64_t fence_thread(std::uint64_t ns, int tid);
   // Appends a counter sample: live bytes per category (kCounterWords, the unused ones zero).
   void hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]);
   // How hot records become lines; set before the first hot().

@@ -122,7 +122,7 @@ int tracked_device() {
 }
 
 Category category_for(AllocKind kind) {
-  if (t_own_captures > 0 || S().global_captures.load(std::memory_order_relaxed) > 0) return Category::graph_pool;
+  if (own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0) return Category::graph_pool;
   switch (kind) {
     case AllocKind::kStreamOrdered:
       return Category::async_pool;
@@ -294,7 +294,7 @@ std::uint64_t profiling_peak_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
 }
 
-bool capture_open() { return t_own_captures > 0 || S().global_captures.load(std::memory_order_relaxed) > 0; }
+bool capture_open() { return own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0; }
 
 int tracked_device_now() { return tracked_device(); }
 
@@ -466,12 +466,13 @@ void on_capture_begin(std::uint64_t stream, int mode) {
     std::uint64_t id = 0;
     // The window is a slice on this thread's track, which allocation lifetimes share.
     const std::uint64_t begin_ns = trace().fence_thread(trace_now_ns());
+    if (!t_own_captures) t_own_captures = new OwnCaptures;
+    t_own_captures->open.fetch_add(1);
     {
       std::lock_guard<std::mutex> g(S().lock);
       id = S().next_capture_id++;
-      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0});
+      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, t_own_captures});
     }
-    ++t_own_captures;
     if (mode == 0) S().global_captures.fetch_add(1);
     S().capture_count.fetch_add(1, std::memory_order_relaxed);
     const policy::CaptureMode m = mode == 0   ? policy::CaptureMode::global
@@ -496,11 +497,10 @@ void on_capture_end(std::uint64_t stream, bool ok) {
       }
     }
     if (!ended) return;
-    if (ended->tid == current_tid() && t_own_captures > 0) --t_own_captures;
+    if (ended->owner && ended->owner->open.load() > 0) ended->owner->open.fetch_sub(1);
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
-    const std::uint64_t end_ns =
-        std::max(ended->tid == current_tid() ? trace().fence_thread(trace_now_ns()) : trace_now_ns(), ended->begin_ns);
+    const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
     std::string e =
         fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
                     process_id(), ended->tid, static_cast<double>(ended->begin_ns) / 1000.0,
@@ -559,7 +559,7 @@ void child_after_fork() {
   g_state.store(new State, std::memory_order_release);
   g_disabled.store(false);
   g_finished.store(false);
-  t_own_captures = 0;
+  t_own_captures = nullptr;  // the parent's counts are not the child's
   refresh_process_id();
   tick_clock_child_after_fork();
 }

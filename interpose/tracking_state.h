@@ -55,6 +55,13 @@ struct DeviceStats {
   std::atomic<bool> post_kv{false};
 };
 
+// Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture
+// may be ended by another thread, which must close it for the thread that began it. Allocated at a
+// thread's first capture and never freed (a capture may outlive the thread that began it).
+struct OwnCaptures {
+  std::atomic<int> open{0};
+};
+
 struct ActiveCapture {
   std::uint64_t stream = 0;
   std::uint64_t id = 0;
@@ -62,6 +69,7 @@ struct ActiveCapture {
   int tid = 0;
   std::uint64_t begin_ns = 0;  // trace time, fenced on the capturing thread's track
   std::uint64_t allocated = 0;
+  OwnCaptures* owner = nullptr;  // the beginning thread's
 };
 
 // Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
@@ -106,7 +114,12 @@ State& create_state();
   State* s = g_state.load(std::memory_order_acquire);
   return s ? *s : create_state();
 }
-inline thread_local int t_own_captures = 0;
+// The calling thread's (see OwnCaptures).
+inline thread_local OwnCaptures* t_own_captures = nullptr;
+inline bool own_capture_open() {
+  const OwnCaptures* c = t_own_captures;
+  return c && c->open.load(std::memory_order_relaxed) > 0;
+}
 
 inline std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
 

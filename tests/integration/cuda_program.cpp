@@ -1,6 +1,6 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
 // Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
-//        successive-threads
+//        successive-threads|capture-ended-elsewhere
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -380,6 +380,41 @@ int successive_threads() {
   return failures;
 }
 
+// Relaxed captures begun by one thread and ended by another while the first keeps allocating: the
+// window must still nest with the first thread's allocation lifetimes, and once it is over the first
+// thread's allocations are no longer graph-pool memory.
+int capture_ended_elsewhere() {
+  constexpr int kRounds = 20, kAfter = 100;
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  std::atomic<int> begun{-1}, ended{-1}, pairs_in_round{0}, failed{0};
+  std::thread ender([&] {
+    for (int round = 0; round < kRounds; ++round) {
+      while (begun.load() != round || pairs_in_round.load() < 10) std::this_thread::yield();
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) ++failed;
+      ended.store(round);
+    }
+  });
+  const auto pair = [&](std::size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess) ++failed;
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) ++failed;
+    pairs_in_round.store(0);
+    begun.store(round);
+    while (ended.load() != round) {  // allocating while the other thread ends the capture
+      pair(64 << 10);
+      pairs_in_round.fetch_add(1);
+    }
+  }
+  ender.join();
+  for (int i = 0; i < kAfter; ++i) pair(128 << 10);
+  check(failed == 0, "captures ended by another thread");
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -420,8 +455,9 @@ int main(int argc, char** argv) {
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
+  if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   std::fprintf(stderr,
                "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
-               "lifetimes|successive-threads\n");
+               "lifetimes|successive-threads|capture-ended-elsewhere\n");
   return 2;
 }

@@ -262,6 +262,27 @@ TEST(Interposer, EachOfSuccessiveThreadsKeepsItsOwnThreadId) {
   EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
 }
 
+TEST(Interposer, ACaptureEndedByAnotherThreadClosesForTheThreadThatBeganIt) {
+  const Traced t = run_traced("capture-ended-elsewhere");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  // The windows sit on the beginning thread's track and nest with its allocation lifetimes.
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  ASSERT_EQ(trace.captures.size(), 20u);
+  std::size_t during = 0, after = 0;
+  for (const auto& a : trace.allocs) {
+    EXPECT_EQ(a.event.tid, trace.captures.front().event.tid) << "only the beginning thread allocates";
+    if (a.bytes == 64 * 1024u) during += a.category == "graph_pool" ? 1 : 0;
+    if (a.bytes == 128 * 1024u) {
+      ++after;
+      EXPECT_EQ(a.category, "other") << "allocated after every capture ended";
+    }
+  }
+  EXPECT_EQ(after, 100u);
+  EXPECT_GE(during, 20u * 10u) << "each capture saw at least ten allocations";
+}
+
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
   Traced t = run_traced("wait", {}, 3, SIGKILL);
   EXPECT_EQ(t.run.signal, SIGKILL);
