@@ -57,8 +57,8 @@ std::vector<ThreadBuffer*>& idle_buffers() {
 // collected in a growing string: growth means fresh pages, and page faults contend with the
 // program's own mmap/munmap for the address-space lock. flush_all (the background writer) reuses
 // one large buffer, guarded by registry_lock; other paths (a thread whose ring is full, a thread's
-// exit) use a chunk on their stack.
-constexpr std::size_t kChunkBytes = 8 * 1024;
+// exit) use a 4 KiB chunk on their stack.
+constexpr std::size_t kChunkBytes = 4 * 1024;
 constexpr std::size_t kFlushAllBytes = 256 * 1024;
 static_assert(kChunkBytes >= kMaxLine + 2, "a formatting buffer holds at least one line");
 char* flush_all_buffer() {
@@ -171,19 +171,20 @@ struct ThreadBuffer {
     });
     if (used > 0) emit(buf, used);
   }
-  // Requires `lock`. Appends the pending records' lines to `data`, after its cold events.
-  void format_records_locked() {
+  // Requires `lock`. Appends the pending records' lines to `data`, after its cold events. Not
+  // inlined, here and in flush_locked(): each puts a chunk on the stack of a program thread, and
+  // inlined into one caller they would take it twice.
+  [[gnu::noinline]] void format_records_locked() {
     char chunk[kChunkBytes];
     format_records_locked(chunk, sizeof chunk, [&](const char* p, std::size_t n) { data.append(p, n); });
   }
-  // Requires `lock`. Writes the cold events, then the pending records, formatted in `buf` (flush_all's
-  // reused buffer) or in a chunk on the stack.
-  void flush_locked(char* buf = nullptr, std::size_t capacity = 0) {
+  // Requires `lock`. Writes the cold events, then the pending records, formatted in a chunk on the stack.
+  [[gnu::noinline]] void flush_locked() {
     char chunk[kChunkBytes];
-    if (!buf) {
-      buf = chunk;
-      capacity = sizeof chunk;
-    }
+    flush_locked(chunk, sizeof chunk);
+  }
+  // Requires `lock`. The same, formatted in `buf` (flush_all's reused buffer).
+  void flush_locked(char* buf, std::size_t capacity) {
     const auto write_out = [](const char* p, std::size_t n) {
       std::lock_guard<std::mutex> w(write_lock());
       write_all(g_fd, p, n);
@@ -192,7 +193,7 @@ struct ThreadBuffer {
     data.clear();
     format_records_locked(buf, capacity, write_out);
   }
-  void flush(char* buf = nullptr, std::size_t capacity = 0) {
+  void flush(char* buf, std::size_t capacity) {
     std::lock_guard<std::mutex> g(lock);
     flush_locked(buf, capacity);
   }
@@ -249,7 +250,11 @@ void release_thread_buffer(void* buffer) {
     trace_detail::t_ring = nullptr;
   }
   auto* b = static_cast<ThreadBuffer*>(buffer);
-  b->flush();
+  {
+    std::lock_guard<std::mutex> g(b->lock);
+    b->flush_locked();
+    b->tid = 0;  // no thread's any more: a later thread given the same id by the kernel has its own
+  }
   std::lock_guard<std::mutex> g(registry_lock());
   idle_buffers().push_back(b);
 }

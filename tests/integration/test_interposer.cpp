@@ -243,7 +243,12 @@ TEST(Interposer, OnlyBackToBackPairsBecomeLifetimesAndTheTraceStillAddsUp) {
   EXPECT_EQ(replay.frees_exceeding_live, 0u);
   ASSERT_TRUE(trace.summary.has_value());
   for (const auto& [name, stats] : trace.summary->devices.at(0).categories) {
-    EXPECT_EQ(replay.devices.at(0).at(name), stats) << name;
+    kvremap::trace::CategoryStats replayed = replay.devices.at(0).at(name);
+    // The summary times a peak when the hook runs, the event when the writer converts its ticks:
+    // the two agree to the conversion's accuracy, not to the nanosecond.
+    EXPECT_NEAR(replayed.peak_ts_us, stats.peak_ts_us, 2.0) << name;
+    replayed.peak_ts_us = stats.peak_ts_us;
+    EXPECT_EQ(replayed, stats) << name;
   }
   EXPECT_EQ(category(trace, "graph_pool").allocated_bytes, kCaptures * 512 * 1024);
   EXPECT_EQ(category(trace, "other").allocated_bytes, kRounds * (64 + 128 + 256) * 1024 + kCaptures * 384 * 1024);

@@ -230,19 +230,28 @@ TEST(TraceReader, LifetimeEventIsReadAsItsAllocationAndItsFree) {
   EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
 }
 
-TEST(TraceReplay, AZeroLengthLifetimeAllocatesBeforeItFrees) {
-  // Both changes at the same time and index: the allocation must count first, or the free would
-  // release more than was live.
-  const Trace trace =
-      parse_trace(trace_text({alloc_line(1, "0x9", 10, "other"), lifetime_line(5, 0, "0x1", 100)}, true, 2), "t");
+TEST(TraceReplay, ZeroLengthLifetimesAllocateBeforeTheyFree) {
+  // Each lifetime's allocation and free share a time and an index: the allocation must count first,
+  // or the free would release more than was live. Enough of them that the sort is not an insertion
+  // sort (which would keep the input order by itself).
+  std::vector<std::string> lines = {alloc_line(1, "0x9", 10, "other")};
+  for (int i = 0; i < 40; ++i) lines.push_back(lifetime_line(5, 0, "0x" + std::to_string(100 + i), 100));
+  const Trace trace = parse_trace(trace_text(lines, true, 2), "t");
   const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
   const kvremap::trace::CategoryStats& other = replay.devices.at(0).at("other");
   EXPECT_EQ(replay.frees_exceeding_live, 0u);
   EXPECT_EQ(other.live_bytes, 10u);
   EXPECT_EQ(other.peak_bytes, 110u);
   EXPECT_DOUBLE_EQ(other.peak_ts_us, 5);
-  EXPECT_EQ(other.allocations, 2u);
-  EXPECT_EQ(other.frees, 1u);
+  EXPECT_EQ(other.allocations, 41u);
+  EXPECT_EQ(other.frees, 40u);
+}
+
+TEST(TraceReader, ALifetimesEndIsTheSameInstantAsAnEqualTimestamp) {
+  // 0.1 + 0.2 is not 0.3 in binary floating point; the reader sums in nanoseconds.
+  const Trace trace = parse_trace(trace_text({lifetime_line(0.1, 0.2, "0x1", 8)}, true, 2), "t");
+  ASSERT_EQ(trace.frees.size(), 1u);
+  EXPECT_EQ(trace.frees[0].event.ts_us, 0.3);
 }
 
 TEST(TraceReader, LifetimesNeedSchemaTwoAndADurationAndFreeApi) {

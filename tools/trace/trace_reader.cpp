@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -180,9 +181,12 @@ class EventSorter {
     if (cat == "alloc" && (name == "alloc" || name == "free")) {
       sort_memory(name == "free", args, ref);
       if (name == "alloc" && ph == "X") {
-        // A lifetime: the free that ended it, at the end of the span.
+        // A lifetime: the free that ended it, at the end of the span. Summed in whole nanoseconds (the
+        // writer's resolution), so the end compares equal to the same instant written as a `ts`.
         EventRef end = ref;
-        end.ts_us = ref.ts_us + number_at(event, "dur");
+        end.ts_us =
+            static_cast<double>(std::llround(ref.ts_us * 1000.0) + std::llround(number_at(event, "dur") * 1000.0)) /
+            1000.0;
         sort_memory(true, args, end);
         trace_.allocs.back().lifetime = trace_.frees.back().lifetime = true;
         trace_.frees.back().api = string_at(args, "free_api");
