@@ -486,6 +486,7 @@ void on_capture_end(std::uint64_t stream, bool ok) {
   guarded("on_capture_end", [&] {
     const int device = tracked_device();
     std::optional<ActiveCapture> ended;
+    bool interleaved = false;  // another window on the same track began later and is still open
     {
       std::lock_guard<std::mutex> g(S().lock);
       for (auto it = S().captures.begin(); it != S().captures.end(); ++it) {
@@ -495,20 +496,37 @@ void on_capture_end(std::uint64_t stream, bool ok) {
           break;
         }
       }
+      if (ended)
+        for (const ActiveCapture& c : S().captures) interleaved |= c.tid == ended->tid && c.begin_ns > ended->begin_ns;
     }
     if (!ended) return;
     if (ended->owner && ended->owner->open.load() > 0) ended->owner->open.fetch_sub(1);
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
     const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
-    std::string e =
-        fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",)",
-                    process_id(), ended->tid, static_cast<double>(ended->begin_ns) / 1000.0,
-                    static_cast<double>(end_ns - ended->begin_ns) / 1000.0);
-    e += fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
-                     ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
-                     ok ? "ok" : "invalidated", ended->allocated);
-    trace().event(e, true);
+    const std::string args =
+        fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
+                    ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
+                    ok ? "ok" : "invalidated", ended->allocated);
+    const double begin_us = static_cast<double>(ended->begin_ns) / 1000.0;
+    if (!interleaved) {
+      // A slice on the capturing thread's track.
+      trace().event(
+          fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",{})",
+                      process_id(), ended->tid, begin_us, static_cast<double>(end_ns - ended->begin_ns) / 1000.0, args),
+          true);
+    } else {
+      // It would end inside a window that began after it on the same track, which slices cannot
+      // express: an async pair instead, which viewers draw on a track of its own.
+      trace().event(
+          fmt::format(R"({{"ph":"b","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture",{})",
+                      ended->id, process_id(), ended->tid, begin_us, args));
+      trace().event(
+          fmt::format(
+              R"({{"ph":"e","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture","args":{{}}}})",
+              ended->id, process_id(), ended->tid, static_cast<double>(end_ns) / 1000.0),
+          true);
+    }
     feed_phase(device, policy::CaptureEnd{ended->id, ok});
   });
 }

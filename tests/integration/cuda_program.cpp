@@ -1,6 +1,6 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
 // Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
-//        successive-threads|capture-ended-elsewhere
+//        successive-threads|capture-ended-elsewhere|interleaved-captures
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -415,6 +415,42 @@ int capture_ended_elsewhere() {
   return failures;
 }
 
+// One thread capturing two streams in interleaved windows (begin 1, begin 2, end 1, end 2), then in
+// nested ones (begin 3, begin 4, end 4, end 3), with allocations in between.
+int interleaved_captures() {
+  cudaStream_t s[4] = {};
+  bool ok = true;
+  for (auto& stream : s) ok &= cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+  const auto pair = [&] {
+    void* p = nullptr;
+    ok &= cudaMalloc(&p, 64 << 10) == cudaSuccess && cudaFree(p) == cudaSuccess;
+  };
+  const auto begin = [&](int i) { ok &= cudaStreamBeginCapture(s[i], cudaStreamCaptureModeRelaxed) == cudaSuccess; };
+  const auto end = [&](int i) {
+    cudaGraph_t graph = nullptr;
+    ok &= cudaStreamEndCapture(s[i], &graph) == cudaSuccess;
+  };
+  pair();
+  begin(0);
+  pair();
+  begin(1);
+  pair();
+  end(0);
+  pair();
+  end(1);
+  pair();
+  begin(2);
+  pair();
+  begin(3);
+  pair();
+  end(3);
+  pair();
+  end(2);
+  pair();
+  check(ok, "interleaved and nested captures");
+  return failures;
+}
+
 volatile sig_atomic_t g_interrupted = 0;
 
 // Like an engine that handles Ctrl-C itself: its handler runs, and it exits cleanly on its own.
@@ -456,8 +492,9 @@ int main(int argc, char** argv) {
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
+  if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
                "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
-               "lifetimes|successive-threads|capture-ended-elsewhere\n");
+               "lifetimes|successive-threads|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

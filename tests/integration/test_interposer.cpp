@@ -288,6 +288,29 @@ TEST(Interposer, ACaptureEndedByAnotherThreadClosesForTheThreadThatBeganIt) {
   EXPECT_GE(during, 20u * 10u) << "each capture saw at least ten allocations";
 }
 
+// Slices on a thread's track must nest; a window that would end inside a later one on the same
+// thread is written as an async pair instead, and read back as the same kind of window.
+TEST(Interposer, InterleavedCaptureWindowsOnOneThreadStillFormAValidTrace) {
+  const Traced t = run_traced("interleaved-captures");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  std::map<std::string, int> capture_phs;
+  for (const auto& e : trace.events)
+    if (e.value("cat", "") == "capture") ++capture_phs[e.value("ph", "")];
+  EXPECT_EQ(capture_phs, (std::map<std::string, int>{{"X", 3}, {"b", 1}, {"e", 1}}));
+  ASSERT_EQ(trace.captures.size(), 4u);
+  std::map<std::uint64_t, const kvremap::trace::CaptureWindow*> by_id;
+  for (const auto& c : trace.captures) by_id[c.capture_id] = &c;
+  ASSERT_EQ(by_id.size(), 4u);
+  const auto first = by_id.begin()->second, second = std::next(by_id.begin())->second;
+  // The interleaved pair: the first ends after the second began and before the second ended.
+  EXPECT_LT(second->event.ts_us, first->event.ts_us + first->dur_us);
+  EXPECT_LT(first->event.ts_us + first->dur_us, second->event.ts_us + second->dur_us);
+  for (const auto& c : trace.captures) EXPECT_EQ(c.status, "ok");
+}
+
 TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
   Traced t = run_traced("wait", {}, 3, SIGKILL);
   EXPECT_EQ(t.run.signal, SIGKILL);

@@ -283,6 +283,28 @@ TEST(TraceReader, SlicesOnOneThreadMustNest) {
           "t: event 2: alloc: overlaps event 1 (capture) on thread 7 without nesting inside it (line 4)"));
 }
 
+TEST(TraceReader, AnAsyncCapturePairIsOneWindowAndAnUnendedOneIsLeftOut) {
+  const std::string args =
+      R"("args":{"capture_id":3,"stream":"0x5","mode":"relaxed","status":"ok","allocated_bytes":64})";
+  const std::string begin3 =
+      R"({"ph":"b","cat":"capture","name":"capture","id":"0x3","pid":7,"tid":7,"ts":10.5,)" + args + "}";
+  const std::string end3 =
+      R"({"ph":"e","cat":"capture","name":"capture","id":"0x3","pid":7,"tid":7,"ts":12.75,"args":{}})";
+  std::string begin4 = begin3;
+  begin4.replace(begin4.find(R"("id":"0x3")"), 10, R"("id":"0x4")");
+  const Trace trace = parse_trace(trace_text({begin3, begin4, end3}, false, 2), "t");
+  ASSERT_EQ(trace.captures.size(), 1u);
+  EXPECT_EQ(trace.captures[0].capture_id, 3u);
+  EXPECT_DOUBLE_EQ(trace.captures[0].event.ts_us, 10.5);
+  EXPECT_DOUBLE_EQ(trace.captures[0].dur_us, 2.25);
+  EXPECT_EQ(trace.captures[0].allocated_bytes, 64u);
+  EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
+  std::string no_id = end3;
+  no_id.replace(no_id.find(R"("id":"0x3",)"), 11, "");
+  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({begin3, no_id}, true, 2), "t")),
+              ::testing::ElementsAre("t: event 2: capture: missing id (line 4)"));
+}
+
 TEST(TraceReader, UnparsableLineBeforeTheEndIsAnErrorNamingItsLine) {
   const std::string broken = R"({"ph":"i","cat":"alloc",)";
   // Followed by another event: not a truncated tail but a corrupt file.

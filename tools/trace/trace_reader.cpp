@@ -215,13 +215,7 @@ class EventSorter {
           PhaseChange{ref, string_at(args, "phase"), string_at(args, "previous"), string_at(args, "reason")});
       return true;
     }
-    if (cat == "capture" && name == "capture") {
-      // dur sits beside ts, outside args.
-      trace_.captures.push_back(CaptureWindow{ref, number_at(event, "dur"), uint_at(args, "capture_id"),
-                                              string_at(args, "stream"), string_at(args, "mode"),
-                                              string_at(args, "status"), uint_at(args, "allocated_bytes")});
-      return true;
-    }
+    if (cat == "capture" && name == "capture") return sort_capture(event, ph, args, ref);
     if (cat == "graph" && (name == "graph instantiate" || name == "graph exec destroy")) {
       trace_.graph_execs.push_back(GraphExecEvent{ref, name == "graph exec destroy", string_at(args, "api"),
                                                   string_at(args, "exec"), uint_at(args, "bytes"),
@@ -271,8 +265,41 @@ class EventSorter {
     }
   }
 
+  // A window is a complete event ("X", dur beside ts), or, where it would not nest on its thread's
+  // track, an async pair ("b" with the args, then "e") matched by id. A "b" whose "e" never came (a
+  // killed process) is left out, like a window whose "X" line was never written.
+  bool sort_capture(const json& event, const std::string& ph, const json& args, const EventRef& ref) {
+    const auto window = [&](double dur_us) {
+      return CaptureWindow{ref,
+                           dur_us,
+                           uint_at(args, "capture_id"),
+                           string_at(args, "stream"),
+                           string_at(args, "mode"),
+                           string_at(args, "status"),
+                           uint_at(args, "allocated_bytes")};
+    };
+    if (ph == "X") {
+      trace_.captures.push_back(window(number_at(event, "dur")));
+      return true;
+    }
+    const std::string id = string_at(event, "id");
+    if (ph == "b" && !id.empty()) {
+      open_captures_[id] = window(0);
+      return true;
+    }
+    const auto begun = open_captures_.find(id);
+    if (ph != "e" || begun == open_captures_.end()) return false;
+    CaptureWindow whole = begun->second;
+    whole.dur_us =
+        static_cast<double>(std::llround(ref.ts_us * 1000.0) - std::llround(whole.event.ts_us * 1000.0)) / 1000.0;
+    trace_.captures.push_back(whole);
+    open_captures_.erase(begun);
+    return true;
+  }
+
  private:
   Trace& trace_;
+  std::map<std::string, CaptureWindow> open_captures_;  // async "b" events waiting for their "e"
 };
 
 Header read_header(const json& event, const std::string& source, std::size_t line) {
