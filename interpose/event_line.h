@@ -83,8 +83,8 @@ class EventLine {
   EventLine& micros(std::uint64_t ns) {
     u64(ns / 1000);
     const unsigned frac = static_cast<unsigned>(ns % 1000);
-    const char tail[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
-                          static_cast<char>('0' + frac % 10)};
+    const std::size_t pair = (frac % 100) * 2;  // the last two digits from the table, like u64()
+    const char tail[4] = {'.', static_cast<char>('0' + frac / 100), kDecimalPairs[pair], kDecimalPairs[pair + 1]};
     return raw(tail, 4);
   }
   // A quoted JSON string, escaped.

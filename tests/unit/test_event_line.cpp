@@ -60,6 +60,18 @@ TEST(EventLine, MicrosecondsHaveThreeDecimals) {
   EventLine e;
   e.micros(2919120).lit(" ").micros(5).lit(" ").micros(1000);
   EXPECT_EQ(e.view(), "2919.120 0.005 1.000");
+  // Every fraction, in front of integer parts of every length, as printf writes it.
+  for (std::uint64_t whole : {0ULL, 7ULL, 42ULL, 123456789ULL}) {
+    for (std::uint64_t frac = 0; frac < 1000; ++frac) {
+      const std::uint64_t ns = whole * 1000 + frac;
+      EventLine line;
+      line.micros(ns);
+      char expected[64];
+      std::snprintf(expected, sizeof expected, "%llu.%03llu", static_cast<unsigned long long>(whole),
+                    static_cast<unsigned long long>(frac));
+      ASSERT_EQ(line.view(), expected) << ns;
+    }
+  }
 }
 
 TEST(EventLine, AFullCallerBufferMarksTheLineOverflowedInsteadOfWritingPastIt) {
