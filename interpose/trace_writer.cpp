@@ -193,6 +193,12 @@ struct ThreadBuffer {
     data.clear();
     format_records_locked(buf, capacity, write_out);
   }
+  // Requires `lock`. TraceWriter::fence_thread for this buffer's track.
+  std::uint64_t fence_locked(std::uint64_t ns) {
+    format_records_locked();
+    slice_floor_ns = std::max(slice_floor_ns, ns);
+    return slice_floor_ns;
+  }
   void flush(char* buf, std::size_t capacity) {
     std::lock_guard<std::mutex> g(lock);
     flush_locked(buf, capacity);
@@ -361,9 +367,7 @@ std::uint64_t TraceWriter::fence_thread(std::uint64_t ns) {
   if (fd_ < 0) return ns;
   ThreadBuffer& b = thread_buffer();
   std::lock_guard<std::mutex> g(b.lock);
-  b.format_records_locked();
-  b.slice_floor_ns = std::max(b.slice_floor_ns, ns);
-  return b.slice_floor_ns;
+  return b.fence_locked(ns);
 }
 
 std::uint64_t TraceWriter::fence_thread(std::uint64_t ns, int tid) {
@@ -372,10 +376,7 @@ std::uint64_t TraceWriter::fence_thread(std::uint64_t ns, int tid) {
   std::lock_guard<std::mutex> r(registry_lock());
   for (ThreadBuffer* b : registry()) {
     std::lock_guard<std::mutex> g(b->lock);
-    if (b->tid != tid) continue;
-    b->format_records_locked();  // consumers may drain any thread's ring under its lock
-    b->slice_floor_ns = std::max(b->slice_floor_ns, ns);
-    return b->slice_floor_ns;
+    if (b->tid == tid) return b->fence_locked(ns);  // consumers may drain any thread's ring under its lock
   }
   return ns;
 }

@@ -1,6 +1,7 @@
 // Non-throwing field access on parsed trace events, shared by the reader and the validator.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,5 +55,9 @@ inline double number_at(const nlohmann::json& object, std::string_view key) {
 inline std::string as_option_text(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
+
+// Whole nanoseconds of a time in microseconds: the writer prints three decimals, so times and
+// durations add up exactly in nanoseconds where their doubles would not.
+inline std::int64_t ns_of_us(double us) { return std::llround(us * 1000.0); }
 
 }  // namespace kvremap::trace::detail

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -185,8 +184,7 @@ class EventSorter {
         // writer's resolution), so the end compares equal to the same instant written as a `ts`.
         EventRef end = ref;
         end.ts_us =
-            static_cast<double>(std::llround(ref.ts_us * 1000.0) + std::llround(number_at(event, "dur") * 1000.0)) /
-            1000.0;
+            static_cast<double>(detail::ns_of_us(ref.ts_us) + detail::ns_of_us(number_at(event, "dur"))) / 1000.0;
         sort_memory(true, args, end);
         trace_.allocs.back().lifetime = trace_.frees.back().lifetime = true;
         trace_.frees.back().api = string_at(args, "free_api");
@@ -290,8 +288,7 @@ class EventSorter {
     const auto begun = open_captures_.find(id);
     if (ph != "e" || begun == open_captures_.end()) return false;
     CaptureWindow whole = begun->second;
-    whole.dur_us =
-        static_cast<double>(std::llround(ref.ts_us * 1000.0) - std::llround(whole.event.ts_us * 1000.0)) / 1000.0;
+    whole.dur_us = static_cast<double>(detail::ns_of_us(ref.ts_us) - detail::ns_of_us(whole.event.ts_us)) / 1000.0;
     trace_.captures.push_back(whole);
     open_captures_.erase(begun);
     return true;

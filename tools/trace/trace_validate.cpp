@@ -1,6 +1,5 @@
 // Schema conformance checks on the raw events of a trace: required fields, types, fixed value sets, nesting.
 #include <algorithm>
-#include <cmath>
 #include <initializer_list>
 #include <map>
 #include <utility>
@@ -309,10 +308,9 @@ void check_slices_nest(const Trace& trace, std::vector<std::string>& problems) {
     const json* dur = member(event, "dur");
     if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
       continue;
-    // Whole nanoseconds: the writer prints microseconds with three decimals.
-    const auto begin = std::llround(ts->get<double>() * 1000.0);
+    const std::int64_t begin = detail::ns_of_us(ts->get<double>());
     tracks[{detail::int_at(event, "pid"), detail::int_at(event, "tid")}].push_back(
-        {begin, begin + std::llround(dur->get<double>() * 1000.0), index});
+        {begin, begin + detail::ns_of_us(dur->get<double>()), index});
   }
   for (auto& [track, slices] : tracks) {
     std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
