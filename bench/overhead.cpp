@@ -1,7 +1,9 @@
 // Measures kvremap's pass-through overhead on the simulated driver and prints ratios from one run.
 // The parent runs this program as children, alternately without and with LD_PRELOAD=libkvremap.so,
 // on the same workloads, and compares: cudaMalloc+cudaFree pairs (1 and N threads) and calls of a
-// cuGetProcAddress-obtained driver function (cuLaunchKernel of an empty kernel).
+// cuGetProcAddress-obtained driver function (cuLaunchKernel of an empty kernel). The single-thread
+// pair is measured twice: with the simulated driver's mmap/munmap per pair (the system calls a real
+// driver makes, which also evict the hooks' code and data from the caches) and without them.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <sys/wait.h>
@@ -139,7 +141,10 @@ struct TraceScratch {
   }
 };
 
-bool run_child(const char* self, const Config& c, const char* preload, Result& out) {
+// `backed`: the simulated driver maps host memory behind each allocation (an mmap and a munmap per
+// pair, like the system calls of a real driver) or hands out bare addresses (SIMCUDA_HOST_BACKING=0),
+// so the pair is the hooks' and the simulator's own work with warm caches.
+bool run_child(const char* self, const Config& c, const char* preload, bool backed, Result& out) {
   int fds[2];
   if (pipe(fds) != 0) return false;
   const pid_t pid = fork();
@@ -152,6 +157,7 @@ bool run_child(const char* self, const Config& c, const char* preload, Result& o
       unsetenv("LD_PRELOAD");
     }
     setenv("OVERHEAD_BENCH_CHILD", "1", 1);
+    setenv("SIMCUDA_HOST_BACKING", backed ? "1" : "0", 1);
     const std::string args[] = {std::to_string(c.pairs), std::to_string(c.launches), std::to_string(c.threads),
                                 std::to_string(c.repeats)};
     execl(self, self, args[0].c_str(), args[1].c_str(), args[2].c_str(), args[3].c_str(), nullptr);
@@ -197,10 +203,13 @@ int main(int argc, char** argv) {
   // (load only slows a run down), and the spread of the per-round differences is printed as well.
   const TraceScratch traces;
   Result best_plain{1e300, 0, 1e300}, best_traced{1e300, 0, 1e300};
-  std::vector<double> pair_diffs, launch_diffs, ratios;
+  double best_warm_plain = 1e300, best_warm_traced = 1e300;
+  std::vector<double> pair_diffs, launch_diffs, ratios, warm_diffs;
   for (int round = 0; round < c.rounds; ++round) {
-    Result plain{}, traced{};
-    const bool ran = run_child(argv[0], c, nullptr, plain) && run_child(argv[0], c, argv[1], traced);
+    Result plain{}, traced{}, warm_plain{}, warm_traced{};
+    const bool ran = run_child(argv[0], c, nullptr, true, plain) && run_child(argv[0], c, argv[1], true, traced) &&
+                     run_child(argv[0], c, nullptr, false, warm_plain) &&
+                     run_child(argv[0], c, argv[1], false, warm_traced);
     traces.empty();
     if (!ran) {
       std::fprintf(stderr, "overhead: a measurement run failed\n");
@@ -213,6 +222,9 @@ int main(int argc, char** argv) {
     best_traced.launch_ns = std::min(best_traced.launch_ns, traced.launch_ns);
     best_traced.threaded_pairs_per_s = std::max(best_traced.threaded_pairs_per_s, traced.threaded_pairs_per_s);
     pair_diffs.push_back(traced.pair_ns - plain.pair_ns);
+    best_warm_plain = std::min(best_warm_plain, warm_plain.pair_ns);
+    best_warm_traced = std::min(best_warm_traced, warm_traced.pair_ns);
+    warm_diffs.push_back(warm_traced.pair_ns - warm_plain.pair_ns);
     launch_diffs.push_back(traced.launch_ns - plain.launch_ns);
     ratios.push_back(traced.threaded_pairs_per_s / plain.threaded_pairs_per_s);
   }
@@ -235,6 +247,9 @@ int main(int argc, char** argv) {
   std::printf("cudaMalloc+cudaFree pair, 1 thread       %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
               best_plain.pair_ns, best_traced.pair_ns, best_traced.pair_ns - best_plain.pair_ns,
               quartile(pair_diffs, 2), quartile(pair_diffs, 1), quartile(pair_diffs, 3));
+  std::printf("the same pair, driver without syscalls   %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+              best_warm_plain, best_warm_traced, best_warm_traced - best_warm_plain, quartile(warm_diffs, 2),
+              quartile(warm_diffs, 1), quartile(warm_diffs, 3));
   std::printf("cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f [%+.0f, %+.0f])\n",
               best_plain.launch_ns, best_traced.launch_ns, best_traced.launch_ns - best_plain.launch_ns,
               quartile(launch_diffs, 2), quartile(launch_diffs, 1), quartile(launch_diffs, 3));
@@ -245,7 +260,10 @@ int main(int argc, char** argv) {
   const auto [pair_mean, pair_ci] = mean_ci(pair_diffs);
   const auto [launch_mean, launch_ci] = mean_ci(launch_diffs);
   const auto [ratio_mean, ratio_ci] = mean_ci(ratios);
-  std::printf("mean of the rounds, 95%% confidence: pair %+.0f ± %.0f ns, call %+.1f ± %.1f ns, %d threads %.3fx ± %.3f\n",
-              pair_mean, pair_ci, launch_mean, launch_ci, c.threads, ratio_mean, ratio_ci);
+  const auto [warm_mean, warm_ci] = mean_ci(warm_diffs);
+  std::printf(
+      "mean of the rounds, 95%% confidence: pair %+.0f ± %.0f ns (without syscalls %+.0f ± %.0f), call %+.1f ± %.1f ns, "
+      "%d threads %.3fx ± %.3f\n",
+      pair_mean, pair_ci, warm_mean, warm_ci, launch_mean, launch_ci, c.threads, ratio_mean, ratio_ci);
   return 0;
 }

@@ -127,6 +127,11 @@ const std::vector<Setting>& table() {
        [](Config& c, std::string_view v) { return apply_bool(c.host_vmm, v); }},
       {"SIMCUDA_HOST_NUMA_VMM", "1", "cuMemCreate accepts CU_MEM_LOCATION_TYPE_HOST_NUMA(_CURRENT) (attribute 141).",
        [](Config& c, std::string_view v) { return apply_bool(c.host_numa_vmm, v); }},
+      {"SIMCUDA_HOST_BACKING", "1",
+       "cuMemAlloc family: 1 maps host memory behind each allocation (an mmap and a munmap per pair, as a real "
+       "driver makes system calls); 0 hands out addresses of a reserved inaccessible range without a system call "
+       "(touching them faults): for benchmarks that measure the calls without the kernel's work.",
+       [](Config& c, std::string_view v) { return apply_bool(c.host_backing, v); }},
       {"SIMCUDA_HOST_MEMORY", "512GiB", "Capacity for host-located VMM handles.",
        [](Config& c, std::string_view v) { return apply_size(c.host_memory, v); }},
       {"SIMCUDA_CONTEXT_BYTES", "0",

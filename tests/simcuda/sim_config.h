@@ -28,6 +28,7 @@ struct Config {
   bool host_vmm = true;
   bool host_numa_vmm = true;
   std::uint64_t host_memory = 512ULL << 30;
+  bool host_backing = true;  // cuMemAlloc family: host pages behind each allocation
   std::uint64_t context_bytes = 0;
   std::uint64_t graph_exec_bytes = 2ULL << 20;
   std::uint64_t graph_node_bytes = 0;

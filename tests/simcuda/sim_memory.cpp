@@ -78,6 +78,38 @@ void destroy_handle_if_unused(State& s, CUmemGenericAllocationHandle h) {
   s.handles.erase(it);
 }
 
+// An address of `mapped` bytes from the unbacked range (reserved at first use: four times the
+// devices' capacity, as sizes that never repeat cannot reuse each other's addresses); MAP_FAILED when
+// it is used up.
+void* unbacked_take(State& s, std::uint64_t mapped) {
+  UnbackedRange& u = s.unbacked;
+  if (auto it = u.freed.find(mapped); it != u.freed.end() && !it->second.empty()) {
+    const std::uint64_t va = it->second.back();
+    it->second.pop_back();
+    return reinterpret_cast<void*>(va);
+  }
+  if (u.base == 0) {
+    const std::uint64_t size = 4 * s.config.device_memory * static_cast<std::uint64_t>(s.config.device_count);
+    void* base = map_none(nullptr, size, false);
+    if (base == MAP_FAILED) return MAP_FAILED;
+    u.base = reinterpret_cast<std::uint64_t>(base);
+    u.size = size;
+  }
+  if (mapped > u.size - u.next) return MAP_FAILED;
+  const std::uint64_t va = u.base + u.next;
+  u.next += mapped;
+  return reinterpret_cast<void*>(va);
+}
+
+// Gives an allocation's address range back: unmapped, or kept for reuse in the unbacked range.
+void release_address(State& s, const Allocation& a) {
+  if (a.backed) {
+    munmap(reinterpret_cast<void*>(a.va), a.mapped);
+  } else {
+    s.unbacked.freed[a.mapped].push_back(a.va);
+  }
+}
+
 CUresult allocate(std::uint64_t* out, std::uint64_t bytes, bool stream_ordered) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
@@ -90,12 +122,15 @@ CUresult allocate(std::uint64_t* out, std::uint64_t bytes, bool stream_ordered) 
   if (bytes > s.config.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
   const std::uint64_t mapped = round_up(bytes, s.config.granularity);
   if (!charge_device(s, device, mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const bool backed = s.config.host_backing;
+  void* p = backed ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                   : unbacked_take(s, mapped);
   if (p == MAP_FAILED) {
     uncharge_device(s, device, mapped);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Allocation a;
+  a.backed = backed;
   a.va = reinterpret_cast<std::uint64_t>(p);
   a.size = bytes;
   a.mapped = mapped;
@@ -117,7 +152,7 @@ CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
   }
   auto it = s.allocations.find(ptr);
   if (it == s.allocations.end() || it->second.stream_ordered != stream_ordered) return CUDA_ERROR_INVALID_VALUE;
-  munmap(reinterpret_cast<void*>(it->second.va), it->second.mapped);
+  release_address(s, it->second);
   uncharge_device(s, it->second.device, it->second.mapped);
   s.allocations.erase(it);
   return CUDA_SUCCESS;
@@ -276,8 +311,10 @@ void destroy_all_memory(State& s) {
   s.handles.clear();
   for (auto& [va, r] : s.reservations) munmap(reinterpret_cast<void*>(va), r.size);
   s.reservations.clear();
-  for (auto& [va, a] : s.allocations) munmap(reinterpret_cast<void*>(va), a.mapped);
+  for (auto& [va, a] : s.allocations) release_address(s, a);
   s.allocations.clear();
+  if (s.unbacked.base != 0) munmap(reinterpret_cast<void*>(s.unbacked.base), s.unbacked.size);
+  s.unbacked = UnbackedRange{};
 }
 
 }  // namespace simcuda

@@ -44,7 +44,17 @@ struct Allocation {
   std::uint64_t mapped = 0;  // what was mmap'ed and charged (rounded to the granularity)
   int device = 0;
   bool stream_ordered = false;  // cuMemAllocAsync: pool memory, not legacy-IPC capable
+  bool backed = true;           // false: an address of the unbacked range (SIMCUDA_HOST_BACKING=0)
   std::uint64_t buffer_id = 0;
+};
+
+// SIMCUDA_HOST_BACKING=0: one PROT_NONE reservation that allocations take addresses from, freed
+// addresses kept per size for reuse, so an allocation and a free make no system call.
+struct UnbackedRange {
+  std::uint64_t base = 0;
+  std::uint64_t size = 0;
+  std::uint64_t next = 0;  // offset of the never-used rest
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> freed;  // mapped size -> addresses
 };
 
 // A VMM physical handle from cuMemCreate: a sparse memfd, so one handle can be mapped at many addresses.
@@ -129,6 +139,7 @@ struct State {
   std::uint64_t host_used = 0;
 
   std::map<std::uint64_t, Allocation> allocations;  // keyed by va
+  UnbackedRange unbacked;
   std::map<std::uint64_t, Reservation> reservations;
   std::map<std::uint64_t, Mapping> mappings;
   std::unordered_map<CUmemGenericAllocationHandle, PhysicalHandle> handles;

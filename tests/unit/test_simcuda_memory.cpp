@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -205,6 +206,56 @@ TEST_F(MemoryTest, MemGetInfoTracksAllocationsRoundedToTheGranularity) {
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(b)) << "double free";
   ASSERT_CU(cuMemGetInfo(&free1, &total));
   EXPECT_EQ(free1, free0);
+}
+
+namespace {
+// The permissions of the mapping that holds `address` ("rw-p", "---p"), from /proc/self/maps.
+std::string MappingPermissions(CUdeviceptr address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long begin = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s", &begin, &end, perms) == 3 && address >= begin && address < end)
+      return perms;
+  }
+  return "unmapped";
+}
+}  // namespace
+
+TEST_F(MemoryTest, UnbackedAllocationsGetDistinctReusedAddressesWithoutHostMemory) {
+  Restart("SIMCUDA_HOST_BACKING=0");
+  CUdeviceptr a = 0, b = 0, c = 0;
+  ASSERT_CU(cuMemAlloc(&a, 100));
+  ASSERT_CU(cuMemAlloc(&b, 3 * kMiB));
+  ASSERT_CU(cuMemAlloc(&c, 100));
+  EXPECT_EQ(Used(), 2 * kMiB + 4 * kMiB + 2 * kMiB) << "charged as a backed allocation would be";
+  // Disjoint ranges of the granularity-rounded sizes, in an inaccessible reservation.
+  std::vector<std::pair<CUdeviceptr, CUdeviceptr>> ranges{{a, a + 2 * kMiB}, {b, b + 4 * kMiB}, {c, c + 2 * kMiB}};
+  for (std::size_t i = 0; i < ranges.size(); ++i)
+    for (std::size_t j = i + 1; j < ranges.size(); ++j)
+      EXPECT_TRUE(ranges[i].second <= ranges[j].first || ranges[j].second <= ranges[i].first) << i << " " << j;
+  for (CUdeviceptr p : {a, b, c}) EXPECT_EQ(MappingPermissions(p), "---p");
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, b + 5));
+  EXPECT_EQ(base, b);
+  EXPECT_EQ(size, 3 * kMiB);
+  // A freed address is handed out again for the same size, and only for it.
+  ASSERT_CU(cuMemFree(a));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(a)) << "double free";
+  CUdeviceptr d = 0, e = 0;
+  ASSERT_CU(cuMemAlloc(&d, 3 * kMiB));
+  EXPECT_NE(d, a);
+  ASSERT_CU(cuMemAlloc(&e, 2 * kMiB));
+  EXPECT_EQ(e, a);
+  for (CUdeviceptr p : {b, c, d, e}) ASSERT_CU(cuMemFree(p));
+  EXPECT_EQ(Used(), 0u);
+  // Capacity still applies.
+  CUdeviceptr big = 0, more = 0;
+  ASSERT_CU(cuMemAlloc(&big, 1000 * kMiB));
+  EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc(&more, 32 * kMiB));
+  ASSERT_CU(cuMemFree(big));
 }
 
 TEST_F(MemoryTest, ExhaustionReturnsOutOfMemoryAndChargesNothing) {
