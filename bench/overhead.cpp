@@ -6,6 +6,8 @@
 // driver makes, which also evict the hooks' code and data from the caches) and without them.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,10 +75,65 @@ void pairs(long n) {
   }
 }
 
+using MallocFn = cudaError_t (*)(void**, size_t);
+using FreeFn = cudaError_t (*)(void*);
+
+// The real simulated cudaMalloc and cudaFree, out of LD_PRELOAD's reach: a second copy of the
+// runtime (and, through it, of the driver) loaded into a link namespace of its own, where preloaded
+// libraries are not loaded. False when it cannot be loaded.
+bool load_direct_runtime(MallocFn* direct_malloc, FreeFn* direct_free) {
+  void* loaded = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+  link_map* map = nullptr;
+  if (!loaded || dlinfo(loaded, RTLD_DI_LINKMAP, &map) != 0 || !map) return false;
+  void* copy = dlmopen(LM_ID_NEWLM, map->l_name, RTLD_NOW | RTLD_LOCAL);
+  if (!copy) return false;
+  *direct_malloc = reinterpret_cast<MallocFn>(dlsym(copy, "cudaMalloc"));
+  *direct_free = reinterpret_cast<FreeFn>(dlsym(copy, "cudaFree"));
+  return *direct_malloc && *direct_free && (*direct_free)(nullptr) == cudaSuccess;
+}
+
+double batch_per_pair_ns(MallocFn allocate, FreeFn release) {
+  const double start = now_s();
+  for (long i = 0; i < kBatchPairs; ++i) {
+    void* p = nullptr;
+    if (allocate(&p, 256 << 10) != cudaSuccess || release(p) != cudaSuccess) std::abort();
+  }
+  return (now_s() - start) / static_cast<double>(kBatchPairs) * 1e9;
+}
+
+// The median over `rounds` of: a 100-pair batch through the process's cudaMalloc/cudaFree (kvremap's
+// hooks when preloaded) minus one through the direct copy, run back to back in alternating order.
+// Both batches of a round see the same moment of the machine's noise, which comes and goes over
+// seconds and dominates comparisons between processes. Without kvremap it compares two copies of
+// the simulator: the control, near 0. NaN when the copy cannot be loaded.
+double paired_overhead_ns(long rounds) {
+  MallocFn direct_malloc = nullptr;
+  FreeFn direct_free = nullptr;
+  if (!load_direct_runtime(&direct_malloc, &direct_free)) return std::nan("");
+  std::vector<double> diffs;
+  for (long r = 0; r < rounds; ++r) {
+    double hooked = 0, direct = 0;
+    if (r % 2 == 0) {
+      hooked = batch_per_pair_ns(cudaMalloc, cudaFree);
+      direct = batch_per_pair_ns(direct_malloc, direct_free);
+    } else {
+      direct = batch_per_pair_ns(direct_malloc, direct_free);
+      hooked = batch_per_pair_ns(cudaMalloc, cudaFree);
+    }
+    diffs.push_back(hooked - direct);
+  }
+  std::nth_element(diffs.begin(), diffs.begin() + static_cast<long>(diffs.size() / 2), diffs.end());
+  return diffs[diffs.size() / 2];
+}
+
 int child(const Config& c) {
   cudaFree(nullptr);
   pairs(100);  // warm up: first-use resolution and trace file creation are not what is measured
   const double pair_s = fastest_batch_per_pair(c.pairs * c.repeats, kBatchPairs) * static_cast<double>(c.pairs);
+  const char* backing = std::getenv("SIMCUDA_HOST_BACKING");
+  const bool backed = !backing || std::strcmp(backing, "0") != 0;
+  const double paired_ns = backed ? paired_overhead_ns(std::max(1L, c.pairs * c.repeats / (2 * kBatchPairs)))
+                                  : std::nan("");
 
   const double threaded_s = best_time(c.repeats, [&] {
     std::vector<std::thread> workers;
@@ -104,13 +161,14 @@ int child(const Config& c) {
     for (long i = 0; i < c.launches; ++i)
       if (launch(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS) std::abort();
   });
-  std::printf("%.3f %.3f %.3f\n", pair_s / static_cast<double>(c.pairs) * 1e9,
-              static_cast<double>(c.pairs) / threaded_s, launch_s / static_cast<double>(c.launches) * 1e9);
+  std::printf("%.3f %.3f %.3f %.3f\n", pair_s / static_cast<double>(c.pairs) * 1e9,
+              static_cast<double>(c.pairs) / threaded_s, launch_s / static_cast<double>(c.launches) * 1e9, paired_ns);
   return 0;
 }
 
 struct Result {
   double pair_ns, threaded_pairs_per_s, launch_ns;
+  double paired_ns;  // in-process hooked − direct median; NaN for children without system calls
 };
 
 // Where the traced children write their traces: a scratch directory emptied after every child (a
@@ -170,7 +228,7 @@ bool run_child(const char* self, const Config& c, const char* preload, bool back
   int status = 0;
   waitpid(pid, &status, 0);
   return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-         std::sscanf(buf, "%lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns) == 3;
+         std::sscanf(buf, "%lf %lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns, &out.paired_ns) == 4;
 }
 
 }  // namespace
@@ -202,9 +260,9 @@ int main(int argc, char** argv) {
   // Alternating rounds: without, with, without, with, ... Each figure is the best over all rounds
   // (load only slows a run down), and the spread of the per-round differences is printed as well.
   const TraceScratch traces;
-  Result best_plain{1e300, 0, 1e300}, best_traced{1e300, 0, 1e300};
+  Result best_plain{1e300, 0, 1e300, 0}, best_traced{1e300, 0, 1e300, 0};
   double best_warm_plain = 1e300, best_warm_traced = 1e300;
-  std::vector<double> pair_diffs, launch_diffs, ratios, warm_diffs;
+  std::vector<double> pair_diffs, launch_diffs, ratios, warm_diffs, paired, paired_control;
   for (int round = 0; round < c.rounds; ++round) {
     Result plain{}, traced{}, warm_plain{}, warm_traced{};
     const bool ran = run_child(argv[0], c, nullptr, true, plain) && run_child(argv[0], c, argv[1], true, traced) &&
@@ -225,6 +283,8 @@ int main(int argc, char** argv) {
     best_warm_plain = std::min(best_warm_plain, warm_plain.pair_ns);
     best_warm_traced = std::min(best_warm_traced, warm_traced.pair_ns);
     warm_diffs.push_back(warm_traced.pair_ns - warm_plain.pair_ns);
+    if (!std::isnan(traced.paired_ns)) paired.push_back(traced.paired_ns);
+    if (!std::isnan(plain.paired_ns)) paired_control.push_back(plain.paired_ns);
     launch_diffs.push_back(traced.launch_ns - plain.launch_ns);
     ratios.push_back(traced.threaded_pairs_per_s / plain.threaded_pairs_per_s);
   }
@@ -250,6 +310,13 @@ int main(int argc, char** argv) {
   std::printf("the same pair, driver without syscalls   %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
               best_warm_plain, best_warm_traced, best_warm_traced - best_warm_plain, quartile(warm_diffs, 2),
               quartile(warm_diffs, 1), quartile(warm_diffs, 3));
+  if (!paired.empty() && !paired_control.empty()) {
+    std::printf("the same pair in one process, hooked vs direct                  %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+                *std::min_element(paired.begin(), paired.end()), quartile(paired, 2), quartile(paired, 1),
+                quartile(paired, 3));
+  } else {
+    std::printf("the same pair in one process: the direct copy of the runtime could not be loaded\n");
+  }
   std::printf("cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f [%+.0f, %+.0f])\n",
               best_plain.launch_ns, best_traced.launch_ns, best_traced.launch_ns - best_plain.launch_ns,
               quartile(launch_diffs, 2), quartile(launch_diffs, 1), quartile(launch_diffs, 3));
@@ -261,6 +328,12 @@ int main(int argc, char** argv) {
   const auto [launch_mean, launch_ci] = mean_ci(launch_diffs);
   const auto [ratio_mean, ratio_ci] = mean_ci(ratios);
   const auto [warm_mean, warm_ci] = mean_ci(warm_diffs);
+  if (!paired.empty() && !paired_control.empty()) {
+    const auto [paired_mean, paired_ci] = mean_ci(paired);
+    const auto [control_mean, control_ci] = mean_ci(paired_control);
+    std::printf("in one process, 95%% confidence: hooked vs direct %+.1f ± %.1f ns per pair; control (no kvremap) %+.1f ± %.1f\n",
+                paired_mean, paired_ci, control_mean, control_ci);
+  }
   std::printf(
       "mean of the rounds, 95%% confidence: pair %+.0f ± %.0f ns (without syscalls %+.0f ± %.0f), call %+.1f ± %.1f ns, "
       "%d threads %.3fx ± %.3f\n",

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "interpose/hot_path.h"
 #include "interpose/real.h"
 
 namespace kvremap::interpose {
@@ -50,7 +51,7 @@ int current_device() {
   return device;
 }
 
-bool only_one_device() {
+KVREMAP_HOT_PATH bool only_one_device() {
   int devices = g_devices.load(std::memory_order_relaxed);
   if (devices == 0) {
     // The count is fixed for the process's life (CUDA_VISIBLE_DEVICES is read at initialisation).

@@ -137,7 +137,7 @@ void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
 
 }  // namespace
 
-KVREMAP_HOOK CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
   CUresult kv_result = CUDA_SUCCESS;
   if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
@@ -156,7 +156,7 @@ KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_
   return r;
 }
 
-KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
+KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
   KVREMAP_ENTER(cuMemFree_v2, dptr);
   CUresult kv_result = CUDA_SUCCESS;
   if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
@@ -164,7 +164,7 @@ KVREMAP_HOOK CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 #define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                          \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
     KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
     CUresult r = real(dptr, bytes, stream);                                                              \
     if (r == CUDA_SUCCESS && dptr)                                                                       \
@@ -175,7 +175,7 @@ KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
 #define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                  \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dptr, CUstream stream) {                       \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {      \
     KVREMAP_ENTER(exp, dptr, stream);                                                  \
     return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, \
                         [&] { return real(dptr, stream); });                           \

@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 
+#include "interpose/hot_path.h"
 #include "policy/events.h"
 
 namespace kvremap::interpose::tracker_detail {
@@ -39,7 +40,7 @@ class LiveMap {
 
   // Records key → value. If the key was still present (a free that was never seen), returns what it
   // held, which the caller must retire. Throws std::bad_alloc when the table cannot grow.
-  std::optional<Live> put(std::uint64_t key, const Live& value) {
+  KVREMAP_HOT_PATH std::optional<Live> put(std::uint64_t key, const Live& value) {
     const std::uint64_t h = hash(key);
     Shard& s = shard(h);
     std::lock_guard<tbb::spin_mutex> g(s.lock);
@@ -62,7 +63,7 @@ class LiveMap {
   }
 
   // Removes the key; returns what it held, or nothing when it was not tracked.
-  std::optional<Live> take(std::uint64_t key) {
+  KVREMAP_HOT_PATH std::optional<Live> take(std::uint64_t key) {
     const std::uint64_t h = hash(key);
     Shard& s = shard(h);
     std::lock_guard<tbb::spin_mutex> g(s.lock);

@@ -73,7 +73,7 @@ void substitute_entry_point(const char* symbol, void** fn, int version, unsigned
 }
 
 // The calling thread's runtime device: cheap in cudart (no driver call), unlike asking the driver.
-int runtime_device() {
+KVREMAP_HOT_PATH int runtime_device() {
   if (only_one_device()) return 0;
   auto real = KVREMAP_RT_REAL(cudaGetDevice);
   int device = -1;
@@ -93,7 +93,7 @@ int runtime_version() {
 
 }  // namespace
 
-KVREMAP_HOOK cudaError_t cudaMalloc(void** ptr, size_t size) {
+KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaMalloc(void** ptr, size_t size) {
   KVREMAP_RT_ENTER(cudaMalloc, ptr, size);
   CUdeviceptr kv = 0;
   CUresult kv_result = CUDA_SUCCESS;
@@ -110,7 +110,7 @@ KVREMAP_HOOK cudaError_t cudaMalloc(void** ptr, size_t size) {
   return r;
 }
 
-KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
+KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaFree(void* ptr) {
   KVREMAP_RT_ENTER(cudaFree, ptr);
   CUresult kv_result = CUDA_SUCCESS;
   if (ptr && kv_free(reinterpret_cast<CUdeviceptr>(ptr), "cudaFree", &kv_result))
@@ -121,7 +121,7 @@ KVREMAP_HOOK cudaError_t cudaFree(void* ptr) {
 }
 
 #define KVREMAP_RT_ASYNC_ALLOC(name)                                                                      \
-  KVREMAP_HOOK cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {                           \
+  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {          \
     KVREMAP_RT_ENTER(name, ptr, size, stream);                                                            \
     cudaError_t r = real(ptr, size, stream);                                                              \
     if (r == cudaSuccess && ptr)                                                                          \
@@ -133,7 +133,7 @@ KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
 
 #define KVREMAP_RT_ASYNC_FREE(name)                                                              \
-  KVREMAP_HOOK cudaError_t name(void* ptr, cudaStream_t stream) {                                \
+  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void* ptr, cudaStream_t stream) {               \
     KVREMAP_RT_ENTER(name, ptr, stream);                                                         \
     if (!ptr) return real(ptr, stream);                                                          \
     return tracked_free(reinterpret_cast<std::uint64_t>(ptr), Held::kAllocation,          \

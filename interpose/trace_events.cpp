@@ -237,7 +237,7 @@ void open_trace() {
 
 // First CUDA activity: the trace file, exit handlers. Later calls cost one atomic load.
 
-int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
+KVREMAP_HOT_PATH int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
 
 void first_sight_of_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];

@@ -68,10 +68,10 @@ void feed_phase(int device, policy::EventKind kind) {
     const std::uint64_t t = trace_now_ns();
     const auto tid = static_cast<std::uint64_t>(current_tid());
     const auto di = static_cast<std::size_t>(device);
-    if (const std::uint64_t bytes = S().pending_alloc_bytes[di].exchange(0))
+    if (const std::uint64_t bytes = S().devices[di].pending_alloc_bytes.exchange(0))
       tracker->observe_allocated_bytes(bytes,
-                                       trace_ns_of_ticks(S().pending_alloc_ticks[di].load(std::memory_order_relaxed)));
-    const std::uint32_t launches = std::min(S().pending_launches[di].exchange(0), kMaxLaunchesFed);
+                                       trace_ns_of_ticks(S().devices[di].pending_alloc_ticks.load(std::memory_order_relaxed)));
+    const std::uint32_t launches = std::min(S().devices[di].pending_launches.exchange(0), kMaxLaunchesFed);
     for (std::uint32_t i = 0; i < launches && !change; ++i)
       change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
     policy::Event event{t, tid, device, std::move(kind)};
@@ -81,8 +81,8 @@ void feed_phase(int device, policy::EventKind kind) {
       tracker->observe(event);  // a launch changed the phase; the event itself still counts
     }
     phase_now = tracker->current();
-    S().phase_now[di].store(static_cast<std::uint8_t>(phase_now));
-    S().sum_allocations[di].store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
+    S().devices[di].phase_now.store(static_cast<std::uint8_t>(phase_now));
+    S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
     // The KV cache is sized from the query that ended the profiling pass: its transient peak is
     // what serving's forward passes will need again.
     if (change && change->to == policy::Phase::kv_allocation) {
@@ -109,19 +109,19 @@ void feed_phase(int device, policy::EventKind kind) {
 }
 
 std::string_view current_phase_name(int device) {
-  return policy::to_string(static_cast<policy::Phase>(S().phase_now[static_cast<std::size_t>(device)].load()));
+  return policy::to_string(static_cast<policy::Phase>(S().devices[static_cast<std::size_t>(device)].phase_now.load()));
 }
 
 // The device of the calling thread's last tracked call: launches are attributed to it without a
 // driver query per launch.
 thread_local int t_last_device = 0;
 
-int tracked_device() {
+KVREMAP_HOT_PATH int tracked_device() {
   t_last_device = only_one_device() ? 0 : device_index(current_device());
   return t_last_device;
 }
 
-Category category_for(AllocKind kind) {
+KVREMAP_HOT_PATH Category category_for(AllocKind kind) {
   if (own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0) return Category::graph_pool;
   switch (kind) {
     case AllocKind::kStreamOrdered:
@@ -137,7 +137,7 @@ Category category_for(AllocKind kind) {
 }
 
 // `now_ticks`: the hook's timestamp (tick_clock.h), or 0 to read the clock here.
-void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
+KVREMAP_HOT_PATH void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
   CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   const std::int64_t live = s.live.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   s.allocated.fetch_add(bytes, std::memory_order_relaxed);
@@ -161,7 +161,7 @@ void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t no
   }
 }
 
-void account_free(int device, Category c, std::uint64_t bytes) {
+KVREMAP_HOT_PATH void account_free(int device, Category c, std::uint64_t bytes) {
   CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   s.live.fetch_sub(static_cast<std::int64_t>(bytes));
   s.frees.fetch_add(1, std::memory_order_relaxed);
@@ -182,7 +182,7 @@ void note_capture_allocation(std::uint64_t bytes) {
 }
 
 // Records an object (allocation, exec, module) that holds device memory in `map`.
-void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
+KVREMAP_HOT_PATH void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
   // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
   if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
     account_free(previous->device, previous->category, previous->bytes);
@@ -190,7 +190,7 @@ void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64
 }
 
 template <typename Body>
-void guarded(const char* what, Body&& body) {
+[[gnu::always_inline]] inline void guarded(const char* what, Body&& body) {
   if (g_disabled.load(std::memory_order_relaxed)) return;
   try {
     ensure_started();
@@ -336,7 +336,7 @@ void trace_kv_event(const char* name, const std::string& args_json) {
   });
 }
 
-void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
+KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
               int device_hint) {
   guarded("on_alloc", [&] {
     State& st = S();
@@ -347,7 +347,7 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     record(map_of(st, held_of(kind)), ptr, device, kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
     if (c == Category::graph_pool) note_capture_allocation(bytes);
     if (trace().is_open()) {
-      const std::uint8_t phase = st.phase_now[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+      const std::uint8_t phase = st.devices[static_cast<std::size_t>(device)].phase_now.load(std::memory_order_relaxed);
       const bool fits = bytes <= HotRecord::kMaxBytes;
       const std::uint64_t packed =
           HotRecord::pack(fits ? bytes : 0, device, kHotAlloc, static_cast<std::uint8_t>(c), phase);
@@ -362,17 +362,17 @@ void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char
     }
     emit_counter(device, false, now);
     const auto di = static_cast<std::size_t>(device);
-    if (!st.sum_allocations[di].load(std::memory_order_relaxed)) {
+    if (!st.devices[di].sum_allocations.load(std::memory_order_relaxed)) {
       feed_phase(device, policy::Alloc{ptr, bytes, c, api});
     } else if (c != Category::graph_pool) {
       // No phase rule looks at this allocation by itself: its size is added up, lock-free.
-      st.pending_alloc_bytes[di].fetch_add(bytes, std::memory_order_relaxed);
-      st.pending_alloc_ticks[di].store(now, std::memory_order_relaxed);
+      st.devices[di].pending_alloc_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      st.devices[di].pending_alloc_ticks.store(now, std::memory_order_relaxed);
     }
   });
 }
 
-FreeTicket begin_free(std::uint64_t key, Held held) {
+KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
   FreeTicket ticket;
   ticket.key = key;
   ticket.held = held;
@@ -389,7 +389,7 @@ FreeTicket begin_free(std::uint64_t key, Held held) {
   return ticket;
 }
 
-void end_free(const FreeTicket& ticket, bool ok, const char* api) {
+KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* api) {
   if (!ticket.tracked) return;
   guarded("end_free", [&] {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
@@ -555,7 +555,7 @@ void on_graph_launch() {
 void on_kernel_launch() {
   S().kernel_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
-  S().pending_launches[static_cast<std::size_t>(t_last_device)].fetch_add(1, std::memory_order_relaxed);
+  S().devices[static_cast<std::size_t>(t_last_device)].pending_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {

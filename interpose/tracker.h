@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "interpose/hot_path.h"
+
 namespace kvremap::interpose {
 
 // How an allocation was made; the category follows from this and from capture state.
@@ -90,7 +92,7 @@ inline constinit std::atomic<bool> g_finished{false};  // the summary has been w
 }  // namespace tracker_detail
 
 // True while tracking is on (nothing failed internally, the process is not exiting).
-inline bool tracking() {
+KVREMAP_HOT_PATH inline bool tracking() {
   return !tracker_detail::g_disabled.load(std::memory_order_relaxed) &&
          !tracker_detail::g_finished.load(std::memory_order_relaxed);
 }

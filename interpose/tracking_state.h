@@ -29,7 +29,8 @@ constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Cat
 // and exit.
 constexpr std::uint64_t kCounterIntervalMs = 1;
 
-struct CategoryStats {
+// One cache line each: an allocation writes its category's line and no other.
+struct alignas(64) CategoryStats {
   std::atomic<std::int64_t> live{0};
   std::atomic<std::int64_t> peak{0};
   std::atomic<std::uint64_t> peak_ts_ns{0};
@@ -42,17 +43,30 @@ struct CategoryStats {
   std::atomic<std::int64_t> post_kv_start{0};  // live bytes when the KV burst ended
 };
 
+// Laid out by cache line for the allocation path, which runs right after the driver's system calls
+// have evicted most of the caches: it reads one line of flags, writes one line of sums and its
+// category's line (and reads the kv category's), where it touched nine lines before.
 struct DeviceStats {
-  std::atomic<bool> seen{false};
-  std::atomic<std::uint64_t> total{0};
-  std::array<CategoryStats, kCategories> categories;
+  // Read by every allocation, written seldom.
+  alignas(64) std::atomic<bool> seen{false};
+  std::atomic<bool> post_kv{false};
+  // !PhaseTracker::needs_each_allocation(): when true, allocations only add their size to
+  // pending_alloc_bytes, folded in before the device's next event.
+  std::atomic<bool> sum_allocations{false};
+  std::atomic<std::uint8_t> phase_now{0};  // the phase each allocation event is stamped with
   std::atomic<std::uint64_t> next_counter_ticks{0};  // throttled counter samples wait until then
   // The most `other` bytes live since the last memory query; at each query, how far above what is
   // live then that went (memory that came and went); frozen when the KV burst starts.
   std::atomic<std::int64_t> other_max_since_query{0};
+  // Written by every summed allocation (and kernel launch).
+  alignas(64) std::atomic<std::uint64_t> pending_alloc_bytes{0};
+  std::atomic<std::uint64_t> pending_alloc_ticks{0};
+  // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
+  std::atomic<std::uint32_t> pending_launches{0};
+  std::array<CategoryStats, kCategories> categories;
+  std::atomic<std::uint64_t> total{0};
   std::atomic<std::uint64_t> last_transient_peak{0};
   std::atomic<std::uint64_t> profiling_peak{0};
-  std::atomic<bool> post_kv{false};
 };
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture
@@ -75,6 +89,7 @@ struct ActiveCapture {
 // Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
 struct State {
   std::atomic<bool> trace_opened{false};
+  std::atomic<int> global_captures{0};  // beside trace_opened: both are read by every allocation
   std::once_flag open_once;
   std::array<DeviceStats, kMaxDevices> devices;
   LiveMap allocations;  // device pointers (cuMemAlloc family, async)
@@ -84,19 +99,9 @@ struct State {
 
   std::mutex lock;  // captures, checkpoints, phase trackers
   std::vector<ActiveCapture> captures;
-  std::atomic<int> global_captures{0};
   std::uint64_t next_capture_id = 1;
   std::vector<std::string> checkpoints;  // JSON objects, for the summary
   std::array<std::optional<policy::PhaseTracker>, kMaxDevices> phases;
-  // Readable without the lock: the phase each allocation event is stamped with.
-  std::array<std::atomic<std::uint8_t>, kMaxDevices> phase_now{};
-  // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
-  std::array<std::atomic<std::uint32_t>, kMaxDevices> pending_launches{};
-  // !PhaseTracker::needs_each_allocation() of each device, readable without the lock; when true,
-  // allocations only add their size here, folded in before the device's next event.
-  std::array<std::atomic<bool>, kMaxDevices> sum_allocations{};
-  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_bytes{};
-  std::array<std::atomic<std::uint64_t>, kMaxDevices> pending_alloc_ticks{};
   std::atomic<bool> all_serving{false};
 
   std::atomic<std::uint64_t> capture_count{0};

@@ -100,7 +100,11 @@ void resolve_all(DriverTable& t) {
 
 // Returns false when there is no usable driver; the table then stays unused.
 bool load_driver(DriverTable& t) {
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  // Local: the runtime reaches the driver only through this handle and the resolver, never by global
+  // symbol lookup. (A runtime loaded with dlmopen into a namespace of its own, as bench_overhead's
+  // in-process baseline does, could not add the driver to that namespace's global scope: glibc 2.36
+  // crashes on RTLD_GLOBAL there.)
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW);
   if (handle == nullptr) return false;
   // Never dlclosed: the process keeps calling into it until exit, as with the real runtime.
   auto bootstrap = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(handle, "cuGetProcAddress_v2"));
