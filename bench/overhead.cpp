@@ -68,12 +68,15 @@ double fastest_batch_per_pair(long total, long batch) {
   return best;
 }
 
-void pairs(long n) {
+template <typename Allocate, typename Release>
+void pairs_through(long n, Allocate allocate, Release release) {
   for (long i = 0; i < n; ++i) {
     void* p = nullptr;
-    if (cudaMalloc(&p, 256 << 10) != cudaSuccess || cudaFree(p) != cudaSuccess) std::abort();
+    if (allocate(&p, 256 << 10) != cudaSuccess || release(p) != cudaSuccess) std::abort();
   }
 }
+
+void pairs(long n) { pairs_through(n, cudaMalloc, cudaFree); }
 
 using MallocFn = cudaError_t (*)(void**, size_t);
 using FreeFn = cudaError_t (*)(void*);
@@ -94,10 +97,7 @@ bool load_direct_runtime(MallocFn* direct_malloc, FreeFn* direct_free) {
 
 double batch_per_pair_ns(MallocFn allocate, FreeFn release) {
   const double start = now_s();
-  for (long i = 0; i < kBatchPairs; ++i) {
-    void* p = nullptr;
-    if (allocate(&p, 256 << 10) != cudaSuccess || release(p) != cudaSuccess) std::abort();
-  }
+  pairs_through(kBatchPairs, allocate, release);
   return (now_s() - start) / static_cast<double>(kBatchPairs) * 1e9;
 }
 
