@@ -132,8 +132,8 @@ int child(const Config& c) {
   const double pair_s = fastest_batch_per_pair(c.pairs * c.repeats, kBatchPairs) * static_cast<double>(c.pairs);
   const char* backing = std::getenv("SIMCUDA_HOST_BACKING");
   const bool backed = !backing || std::strcmp(backing, "0") != 0;
-  const double paired_ns = backed ? paired_overhead_ns(std::max(1L, c.pairs * c.repeats / (2 * kBatchPairs)))
-                                  : std::nan("");
+  const double paired_ns =
+      backed ? paired_overhead_ns(std::max(1L, c.pairs * c.repeats / (2 * kBatchPairs))) : std::nan("");
 
   const double threaded_s = best_time(c.repeats, [&] {
     std::vector<std::thread> workers;
@@ -227,8 +227,9 @@ bool run_child(const char* self, const Config& c, const char* preload, bool back
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-         std::sscanf(buf, "%lf %lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns, &out.paired_ns) == 4;
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
+  return std::sscanf(buf, "%lf %lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns,
+                     &out.paired_ns) == 4;
 }
 
 }  // namespace
@@ -304,26 +305,30 @@ int main(int argc, char** argv) {
   };
   std::printf("%d alternating rounds; best of all rounds, then the per-round figures' median [quartiles]\n", c.rounds);
   std::printf("workload (simulated driver)                 without      with kvremap   overhead / ratio\n");
-  std::printf("cudaMalloc+cudaFree pair, 1 thread       %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
-              best_plain.pair_ns, best_traced.pair_ns, best_traced.pair_ns - best_plain.pair_ns,
-              quartile(pair_diffs, 2), quartile(pair_diffs, 1), quartile(pair_diffs, 3));
-  std::printf("the same pair, driver without syscalls   %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
-              best_warm_plain, best_warm_traced, best_warm_traced - best_warm_plain, quartile(warm_diffs, 2),
-              quartile(warm_diffs, 1), quartile(warm_diffs, 3));
+  std::printf(
+      "cudaMalloc+cudaFree pair, 1 thread       %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+      best_plain.pair_ns, best_traced.pair_ns, best_traced.pair_ns - best_plain.pair_ns, quartile(pair_diffs, 2),
+      quartile(pair_diffs, 1), quartile(pair_diffs, 3));
+  std::printf(
+      "the same pair, driver without syscalls   %9.0f ns   %9.0f ns   %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+      best_warm_plain, best_warm_traced, best_warm_traced - best_warm_plain, quartile(warm_diffs, 2),
+      quartile(warm_diffs, 1), quartile(warm_diffs, 3));
   if (!paired.empty() && !paired_control.empty()) {
-    std::printf("the same pair in one process, hooked vs direct                  %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
-                *std::min_element(paired.begin(), paired.end()), quartile(paired, 2), quartile(paired, 1),
-                quartile(paired, 3));
+    std::printf(
+        "the same pair in one process, hooked vs direct                  %+8.0f ns per pair  (%+.0f [%+.0f, %+.0f])\n",
+        *std::min_element(paired.begin(), paired.end()), quartile(paired, 2), quartile(paired, 1), quartile(paired, 3));
   } else {
     std::printf("the same pair in one process: the direct copy of the runtime could not be loaded\n");
   }
-  std::printf("cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f [%+.0f, %+.0f])\n",
-              best_plain.launch_ns, best_traced.launch_ns, best_traced.launch_ns - best_plain.launch_ns,
-              quartile(launch_diffs, 2), quartile(launch_diffs, 1), quartile(launch_diffs, 3));
-  std::printf("pairs/s with %2d threads                  %9.0f      %9.0f      %8.2fx throughput  (%.2fx [%.2fx, %.2fx])\n",
-              c.threads, best_plain.threaded_pairs_per_s, best_traced.threaded_pairs_per_s,
-              best_traced.threaded_pairs_per_s / best_plain.threaded_pairs_per_s, quartile(ratios, 2),
-              quartile(ratios, 1), quartile(ratios, 3));
+  std::printf(
+      "cuGetProcAddress'd cuLaunchKernel call   %9.0f ns   %9.0f ns   %+8.0f ns per call  (%+.0f [%+.0f, %+.0f])\n",
+      best_plain.launch_ns, best_traced.launch_ns, best_traced.launch_ns - best_plain.launch_ns,
+      quartile(launch_diffs, 2), quartile(launch_diffs, 1), quartile(launch_diffs, 3));
+  std::printf(
+      "pairs/s with %2d threads                  %9.0f      %9.0f      %8.2fx throughput  (%.2fx [%.2fx, %.2fx])\n",
+      c.threads, best_plain.threaded_pairs_per_s, best_traced.threaded_pairs_per_s,
+      best_traced.threaded_pairs_per_s / best_plain.threaded_pairs_per_s, quartile(ratios, 2), quartile(ratios, 1),
+      quartile(ratios, 3));
   const auto [pair_mean, pair_ci] = mean_ci(pair_diffs);
   const auto [launch_mean, launch_ci] = mean_ci(launch_diffs);
   const auto [ratio_mean, ratio_ci] = mean_ci(ratios);
@@ -331,11 +336,14 @@ int main(int argc, char** argv) {
   if (!paired.empty() && !paired_control.empty()) {
     const auto [paired_mean, paired_ci] = mean_ci(paired);
     const auto [control_mean, control_ci] = mean_ci(paired_control);
-    std::printf("in one process, 95%% confidence: hooked vs direct %+.1f ± %.1f ns per pair; control (no kvremap) %+.1f ± %.1f\n",
-                paired_mean, paired_ci, control_mean, control_ci);
+    std::printf(
+        "in one process, 95%% confidence: hooked vs direct %+.1f ± %.1f ns per pair; control (no kvremap) %+.1f ± "
+        "%.1f\n",
+        paired_mean, paired_ci, control_mean, control_ci);
   }
   std::printf(
-      "mean of the rounds, 95%% confidence: pair %+.0f ± %.0f ns (without syscalls %+.0f ± %.0f), call %+.1f ± %.1f ns, "
+      "mean of the rounds, 95%% confidence: pair %+.0f ± %.0f ns (without syscalls %+.0f ± %.0f), call %+.1f ± %.1f "
+      "ns, "
       "%d threads %.3fx ± %.3f\n",
       pair_mean, pair_ci, warm_mean, warm_ci, launch_mean, launch_ci, c.threads, ratio_mean, ratio_ci);
   return 0;

@@ -174,11 +174,10 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
-#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                  \
-  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {      \
-    KVREMAP_ENTER(exp, dptr, stream);                                                  \
-    return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, \
-                        [&] { return real(dptr, stream); });                           \
+#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                                                 \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {                                     \
+    KVREMAP_ENTER(exp, dptr, stream);                                                                                 \
+    return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, [&] { return real(dptr, stream); }); \
   }
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)

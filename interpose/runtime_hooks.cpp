@@ -38,7 +38,8 @@ extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigne
   X(cudaFree)                                                                                                       \
   X(cudaMallocAsync)                                                                                                \
   X(cudaMallocAsync_ptsz)                                                                                           \
-  X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMemGetInfo) X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) \
+  X(cudaFreeAsync)                                                                                                  \
+  X(cudaFreeAsync_ptsz) X(cudaMemGetInfo) X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz)                  \
       X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz) X(cudaGraphInstantiate) X(cudaGraphInstantiateWithFlags) \
           X(cudaGraphInstantiateWithParams) X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphLaunch)               \
               X(cudaGraphLaunch_ptsz) X(cudaGraphExecDestroy) X(cudaGetDriverEntryPoint)                            \
@@ -132,12 +133,12 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaFree(void* ptr) {
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
 
-#define KVREMAP_RT_ASYNC_FREE(name)                                                              \
-  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void* ptr, cudaStream_t stream) {               \
-    KVREMAP_RT_ENTER(name, ptr, stream);                                                         \
-    if (!ptr) return real(ptr, stream);                                                          \
-    return tracked_free(reinterpret_cast<std::uint64_t>(ptr), Held::kAllocation,          \
-                        "cudaFreeAsync", cudaSuccess, [&] { return real(ptr, stream); });        \
+#define KVREMAP_RT_ASYNC_FREE(name)                                                                            \
+  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void* ptr, cudaStream_t stream) {                             \
+    KVREMAP_RT_ENTER(name, ptr, stream);                                                                       \
+    if (!ptr) return real(ptr, stream);                                                                        \
+    return tracked_free(reinterpret_cast<std::uint64_t>(ptr), Held::kAllocation, "cudaFreeAsync", cudaSuccess, \
+                        [&] { return real(ptr, stream); });                                                    \
   }
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync)
 KVREMAP_RT_ASYNC_FREE(cudaFreeAsync_ptsz)

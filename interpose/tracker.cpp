@@ -69,8 +69,8 @@ void feed_phase(int device, policy::EventKind kind) {
     const auto tid = static_cast<std::uint64_t>(current_tid());
     const auto di = static_cast<std::size_t>(device);
     if (const std::uint64_t bytes = S().devices[di].pending_alloc_bytes.exchange(0))
-      tracker->observe_allocated_bytes(bytes,
-                                       trace_ns_of_ticks(S().devices[di].pending_alloc_ticks.load(std::memory_order_relaxed)));
+      tracker->observe_allocated_bytes(
+          bytes, trace_ns_of_ticks(S().devices[di].pending_alloc_ticks.load(std::memory_order_relaxed)));
     const std::uint32_t launches = std::min(S().devices[di].pending_launches.exchange(0), kMaxLaunchesFed);
     for (std::uint32_t i = 0; i < launches && !change; ++i)
       change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
@@ -182,7 +182,8 @@ void note_capture_allocation(std::uint64_t bytes) {
 }
 
 // Records an object (allocation, exec, module) that holds device memory in `map`.
-KVREMAP_HOT_PATH void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
+KVREMAP_HOT_PATH void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes,
+                             std::uint64_t now_ticks = 0) {
   // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
   if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
     account_free(previous->device, previous->category, previous->bytes);
@@ -336,8 +337,8 @@ void trace_kv_event(const char* name, const std::string& args_json) {
   });
 }
 
-KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api, void* return_address,
-              int device_hint) {
+KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api,
+                               void* return_address, int device_hint) {
   guarded("on_alloc", [&] {
     State& st = S();
     const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();

@@ -53,7 +53,7 @@ struct DeviceStats {
   // !PhaseTracker::needs_each_allocation(): when true, allocations only add their size to
   // pending_alloc_bytes, folded in before the device's next event.
   std::atomic<bool> sum_allocations{false};
-  std::atomic<std::uint8_t> phase_now{0};  // the phase each allocation event is stamped with
+  std::atomic<std::uint8_t> phase_now{0};            // the phase each allocation event is stamped with
   std::atomic<std::uint64_t> next_counter_ticks{0};  // throttled counter samples wait until then
   // The most `other` bytes live since the last memory query; at each query, how far above what is
   // live then that went (memory that came and went); frozen when the KV burst starts.

@@ -53,7 +53,7 @@ struct Allocation {
 struct UnbackedRange {
   std::uint64_t base = 0;
   std::uint64_t size = 0;
-  std::uint64_t next = 0;  // offset of the never-used rest
+  std::uint64_t next = 0;                                               // offset of the never-used rest
   std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> freed;  // mapped size -> addresses
 };
 
