@@ -228,8 +228,8 @@ bool run_child(const char* self, const Config& c, const char* preload, bool back
   int status = 0;
   waitpid(pid, &status, 0);
   if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
-  return std::sscanf(buf, "%lf %lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns,
-                     &out.paired_ns) == 4;
+  return std::sscanf(buf, "%lf %lf %lf %lf", &out.pair_ns, &out.threaded_pairs_per_s, &out.launch_ns, &out.paired_ns) ==
+         4;
 }
 
 }  // namespace
