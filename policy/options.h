@@ -38,6 +38,8 @@ enum class DeficitWhen : std::uint8_t { host, fail };
 
 struct Options {
   Mode mode{};
+  // Beside `mode`: every tracked allocation reads both, so they share a cache line.
+  std::uint64_t stack_min_bytes{};  // allocations of at least this many bytes get caller attribution
   CommitWhen commit{};
   std::uint64_t quiet_ms{};
   std::uint64_t headroom_bytes{};
@@ -50,7 +52,6 @@ struct Options {
   bool trace{};
   std::string trace_dir;
   LogLevel log_level{};
-  std::uint64_t stack_min_bytes{};  // allocations of at least this many bytes get caller attribution
   bool strict{};
 };
 
