@@ -130,10 +130,12 @@ int child(const Config& c) {
   cudaFree(nullptr);
   pairs(100);  // warm up: first-use resolution and trace file creation are not what is measured
   const double pair_s = fastest_batch_per_pair(c.pairs * c.repeats, kBatchPairs) * static_cast<double>(c.pairs);
-  const char* backing = std::getenv("SIMCUDA_HOST_BACKING");
-  const bool backed = !backing || std::strcmp(backing, "0") != 0;
-  const double paired_ns =
-      backed ? paired_overhead_ns(std::max(1L, c.pairs * c.repeats / (2 * kBatchPairs))) : std::nan("");
+  // Only when the parent asks (children with the driver's system calls): bench/instructions.sh runs
+  // this child alone and counts its instructions per pair of the loop above.
+  const char* paired_wanted = std::getenv("OVERHEAD_BENCH_PAIRED");
+  const double paired_ns = paired_wanted && std::strcmp(paired_wanted, "1") == 0
+                               ? paired_overhead_ns(std::max(1L, c.pairs * c.repeats / (2 * kBatchPairs)))
+                               : std::nan("");
 
   const double threaded_s = best_time(c.repeats, [&] {
     std::vector<std::thread> workers;
@@ -216,6 +218,7 @@ bool run_child(const char* self, const Config& c, const char* preload, bool back
     }
     setenv("OVERHEAD_BENCH_CHILD", "1", 1);
     setenv("SIMCUDA_HOST_BACKING", backed ? "1" : "0", 1);
+    setenv("OVERHEAD_BENCH_PAIRED", backed ? "1" : "0", 1);
     const std::string args[] = {std::to_string(c.pairs), std::to_string(c.launches), std::to_string(c.threads),
                                 std::to_string(c.repeats)};
     execl(self, self, args[0].c_str(), args[1].c_str(), args[2].c_str(), args[3].c_str(), nullptr);
