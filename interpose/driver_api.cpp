@@ -30,7 +30,6 @@ std::atomic<void*> g_mem_get_info{nullptr};
 std::atomic<void*> g_device_total{nullptr};
 std::atomic<void*> g_proc_address{nullptr};
 std::atomic<void*> g_device_count{nullptr};
-std::atomic<int> g_devices{0};  // the driver's device count; 0 until it has answered
 
 }  // namespace
 
@@ -51,16 +50,16 @@ int current_device() {
   return device;
 }
 
-KVREMAP_HOT_PATH bool only_one_device() {
-  int devices = g_devices.load(std::memory_order_relaxed);
-  if (devices == 0) {
-    // The count is fixed for the process's life (CUDA_VISIBLE_DEVICES is read at initialisation).
-    auto fn = resolve<CUresult (*)(int*)>(g_device_count, "cuDeviceGetCount", 2000);
-    if (!fn || fn(&devices) != CUDA_SUCCESS || devices <= 0) return false;
-    g_devices.store(devices, std::memory_order_relaxed);
-  }
+namespace driver_api_detail {
+bool count_devices() {
+  // The count is fixed for the process's life (CUDA_VISIBLE_DEVICES is read at initialisation).
+  auto fn = resolve<CUresult (*)(int*)>(g_device_count, "cuDeviceGetCount", 2000);
+  int devices = 0;
+  if (!fn || fn(&devices) != CUDA_SUCCESS || devices <= 0) return false;
+  g_devices.store(devices, std::memory_order_relaxed);
   return devices == 1;
 }
+}  // namespace driver_api_detail
 
 bool real_memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   auto fn = resolve<CUresult (*)(size_t*, size_t*)>(g_mem_get_info, "cuMemGetInfo", 3020);

@@ -14,7 +14,7 @@ namespace kvremap::interpose {
 enum class KvPoint { kAllocation, kCaptureBegin, kMemoryQuery, kModuleLoad, kGraphLaunch, kKernelLaunch };
 
 // Cheap to call on every hook: false unless KVREMAP_MODE=defer.
-inline bool kv_mode() { return options().mode == policy::Mode::defer; }
+inline bool kv_mode() { return mode_option() == policy::Mode::defer; }
 
 namespace kv_detail {
 // The defer-mode bodies of the three functions below; only called under kv_mode().

@@ -3,6 +3,7 @@
 
 #include <spdlog/logger.h>
 
+#include "interpose/hot_path.h"
 #include "policy/options.h"
 
 namespace kvremap::interpose {
@@ -18,6 +19,28 @@ const policy::Options& default_options();
 inline const policy::Options& options() {
   const policy::Options* o = library_detail::g_options;
   return o ? *o : library_detail::default_options();
+}
+
+namespace library_detail {
+// The options every tracked allocation and free reads, copied out of Options at load into a
+// constant-initialised global: one load where options() is two dependent ones (the pointer, then
+// the heap object), each a cache miss after the driver's system calls.
+struct HotOptions {
+  bool loaded = false;  // false until the constructor has run: then options() is asked
+  policy::Mode mode{};
+  std::uint64_t stack_min_bytes = 0;
+};
+inline constinit HotOptions g_hot_options;
+}  // namespace library_detail
+
+// options().mode and options().stack_min_bytes, for the allocation path.
+inline policy::Mode mode_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.mode : options().mode;
+}
+inline std::uint64_t stack_min_bytes_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.stack_min_bytes : options().stack_min_bytes;
 }
 // The "kvremap:"-prefixed stderr logger; never throws.
 spdlog::logger& log();

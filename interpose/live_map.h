@@ -40,12 +40,12 @@ class LiveMap {
 
   // Records key → value. If the key was still present (a free that was never seen), returns what it
   // held, which the caller must retire. Throws std::bad_alloc when the table cannot grow.
-  KVREMAP_HOT_PATH std::optional<Live> put(std::uint64_t key, const Live& value) {
+  [[gnu::always_inline]] std::optional<Live> put(std::uint64_t key, const Live& value) {
     const std::uint64_t h = hash(key);
     Shard& s = shard(h);
     std::lock_guard<tbb::spin_mutex> g(s.lock);
-    if (key == 0) return s.put_zero(value);
-    if ((s.used + 1) * 2 > s.mask + 1) s.grow();
+    if (KVREMAP_UNLIKELY(key == 0)) return s.put_zero(value);
+    if (KVREMAP_UNLIKELY((s.used + 1) * 2 > s.mask + 1)) s.grow();
     for (std::uint64_t i = home(h, s.mask);; i = (i + 1) & s.mask) {
       Slot& slot = s.slots[i];
       if (slot.key == key) {
@@ -63,11 +63,11 @@ class LiveMap {
   }
 
   // Removes the key; returns what it held, or nothing when it was not tracked.
-  KVREMAP_HOT_PATH std::optional<Live> take(std::uint64_t key) {
+  [[gnu::always_inline]] std::optional<Live> take(std::uint64_t key) {
     const std::uint64_t h = hash(key);
     Shard& s = shard(h);
     std::lock_guard<tbb::spin_mutex> g(s.lock);
-    if (key == 0) return s.take_zero();
+    if (KVREMAP_UNLIKELY(key == 0)) return s.take_zero();
     Slot* slot = s.find(key, h);
     if (!slot) return std::nullopt;
     const Live live = slot->value;

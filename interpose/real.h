@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "interpose/hot_path.h"
+
 namespace kvremap::interpose {
 
 using DlsymFn = void* (*)(void*, const char*);
@@ -25,7 +27,7 @@ void* driver_export(const char* name);
 template <typename Fn>
 Fn cached_real(std::atomic<void*>& slot, const char* name, void* (*resolve)(const char*)) {
   void* p = slot.load(std::memory_order_acquire);
-  if (!p) {
+  if (KVREMAP_UNLIKELY(p == nullptr)) {
     p = resolve(name);
     if (p) slot.store(p, std::memory_order_release);
   }

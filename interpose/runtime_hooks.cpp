@@ -10,6 +10,7 @@
 #include "interpose/driver_hooks.h"
 #include "interpose/guard.h"
 #include "interpose/hook_support.h"
+#include "interpose/hot_path.h"
 #include "interpose/kv_manager.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
@@ -55,10 +56,10 @@ KVREMAP_RUNTIME_HOOKS(KVREMAP_RUNTIME_SLOT)
 #define KVREMAP_RT_REAL(name) \
   ::kvremap::interpose::cached_real<decltype(&::name)>(g_rt_##name, #name, ::kvremap::interpose::next_definition)
 
-#define KVREMAP_RT_ENTER(name, ...)                           \
-  auto real = KVREMAP_RT_REAL(name);                          \
-  if (!real) return cudaErrorInsufficientDriver;              \
-  if (inside_hook() || !tracking()) return real(__VA_ARGS__); \
+#define KVREMAP_RT_ENTER(name, ...)                                             \
+  auto real = KVREMAP_RT_REAL(name);                                            \
+  if (!real) return cudaErrorInsufficientDriver;                                \
+  if (KVREMAP_UNLIKELY(inside_hook() || !tracking())) return real(__VA_ARGS__); \
   HookScope scope
 
 using namespace kvremap::interpose;
@@ -74,7 +75,7 @@ void substitute_entry_point(const char* symbol, void** fn, int version, unsigned
 }
 
 // The calling thread's runtime device: cheap in cudart (no driver call), unlike asking the driver.
-KVREMAP_HOT_PATH int runtime_device() {
+[[gnu::always_inline]] inline int runtime_device() {
   if (only_one_device()) return 0;
   auto real = KVREMAP_RT_REAL(cudaGetDevice);
   int device = -1;

@@ -9,6 +9,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "interpose/hot_path.h"
+
 namespace kvremap::interpose {
 
 // A hook stamps its event with ticks() and leaves the conversion to nanoseconds for later (the
@@ -53,7 +55,7 @@ std::uint64_t decide_then_read();  // the first read: picks the source and calib
 [[gnu::always_inline]] inline std::uint64_t ticks() {
   const TickSource source = tick_detail::g_source.load(std::memory_order_relaxed);
 #if defined(__x86_64__)
-  if (source == TickSource::kTsc) return __rdtsc();
+  if (KVREMAP_LIKELY(source == TickSource::kTsc)) return __rdtsc();
 #endif
   if (source == TickSource::kMonotonic) return monotonic_now_ns();
   return tick_detail::decide_then_read();

@@ -237,8 +237,6 @@ void open_trace() {
 
 // First CUDA activity: the trace file, exit handlers. Later calls cost one atomic load.
 
-KVREMAP_HOT_PATH int device_index(int device) { return device >= 0 && device < kMaxDevices ? device : 0; }
-
 void first_sight_of_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
   if (d.seen.exchange(true)) return;
@@ -249,7 +247,7 @@ void first_sight_of_device(int device) {
   trace().event(e);
 }
 
-void emit_counter(int device, bool force) { emit_counter(device, force, ticks()); }
+void emit_counter(int device, bool force) { emit_counter(S(), device, force, ticks()); }
 
 void emit_counter_sample(int device, bool force, std::uint64_t now_ticks) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];

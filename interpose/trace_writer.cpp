@@ -243,7 +243,10 @@ constinit thread_local ThreadBuffer* t_buffer = nullptr;
   }
   t_buffer = reused ? reused : new ThreadBuffer;
   pthread_setspecific(buffer_key(), t_buffer);
-  trace_detail::t_ring = &t_buffer->ring;
+  // The cursor starts with no room: the first record re-reads the tail (ring_with_room).
+  t_hot.ring_slots = t_buffer->ring.slots;
+  t_hot.ring_head = t_hot.ring_room_end = t_buffer->ring.head.load(std::memory_order_relaxed);
+  t_hot.ring = &t_buffer->ring;
   return *t_buffer;
 }
 
@@ -253,7 +256,9 @@ ThreadBuffer& thread_buffer() { return t_buffer ? *t_buffer : create_thread_buff
 void release_thread_buffer(void* buffer) {
   if (t_buffer == buffer) {
     t_buffer = nullptr;
-    trace_detail::t_ring = nullptr;
+    t_hot.ring_slots = nullptr;
+    t_hot.ring_head = t_hot.ring_room_end = 0;  // no room: the next record creates a buffer
+    t_hot.ring = nullptr;
   }
   auto* b = static_cast<ThreadBuffer*>(buffer);
   {
@@ -268,16 +273,16 @@ void release_thread_buffer(void* buffer) {
 }  // namespace
 
 namespace trace_detail {
-constinit thread_local HotRing* t_ring = nullptr;
-
-HotRing& ring_with_room(std::size_t slots) {
+void ring_with_room(std::size_t slots) {
   ThreadBuffer& b = thread_buffer();
-  if (!trace_detail::has_room(b.ring, slots)) {
+  const auto room_end = [&] { return b.ring.tail.load(std::memory_order_acquire) + kRingRecords; };
+  t_hot.ring_room_end = room_end();
+  if (t_hot.ring_room_end - t_hot.ring_head < slots) {
     // The background writer fell behind (or is not running): this thread writes its own events.
     std::lock_guard<std::mutex> g(b.lock);
     b.flush_locked();
+    t_hot.ring_room_end = room_end();
   }
-  return b.ring;
 }
 
 // Set at load (the constructor asks for the time once) or by the first hook, whichever is first.
@@ -383,18 +388,19 @@ std::uint64_t TraceWriter::fence_thread(std::uint64_t ns, int tid) {
 
 void TraceWriter::hot_counter(std::uint64_t ticks, int device, const std::uint64_t (&live)[kCounterWords]) {
   if (fd_ < 0) return;
-  trace_detail::HotRing* ring = trace_detail::t_ring;
-  if (!ring || !trace_detail::has_room(*ring, kCounterSlots)) ring = &trace_detail::ring_with_room(kCounterSlots);
-  const std::uint64_t h = ring->head.load(std::memory_order_relaxed);
-  HotRecord& head = ring->slots[h % kRingRecords];
+  ThreadHot& t = t_hot;
+  if (t.ring_room_end - t.ring_head < kCounterSlots) trace_detail::ring_with_room(kCounterSlots);
+  const std::uint64_t h = t.ring_head;
+  HotRecord* const slots = t.ring_slots;
+  HotRecord& head = slots[h % kRingRecords];
   head.ticks = ticks;
   head.ptr = 0;
   head.api = "";
   head.packed = HotRecord::pack(0, device, kHotCounter, 0, 0);
   for (std::size_t s = 0; s < kCounterSlots - 1; ++s)
-    std::memcpy(static_cast<void*>(&ring->slots[(h + 1 + s) % kRingRecords]), &live[s * kWordsPerSlot],
-                sizeof(HotRecord));
-  ring->head.store(h + kCounterSlots, std::memory_order_release);  // all three slots at once
+    std::memcpy(static_cast<void*>(&slots[(h + 1 + s) % kRingRecords]), &live[s * kWordsPerSlot], sizeof(HotRecord));
+  t.ring_head = h + kCounterSlots;
+  t.ring->head.store(t.ring_head, std::memory_order_release);  // all three slots at once
 }
 
 void TraceWriter::flush_all() {

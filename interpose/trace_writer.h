@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "interpose/hot_path.h"
+#include "interpose/thread_hot.h"
 #include "interpose/tick_clock.h"
 
 namespace kvremap::interpose {
@@ -49,22 +51,17 @@ constexpr std::size_t kCounterSlots = 3;
 namespace trace_detail {
 // A thread's pending hot records: a single-producer ring. Only the owner thread advances `head`;
 // consumers (holding the owner's buffer lock) advance `tail`. 64 KiB: more than a background writer
-// period's worth of records at a few hundred thousand allocations per second.
+// period's worth of records at a few hundred thousand allocations per second. The owner adds
+// records through its cursor in t_hot (thread_hot.h) and only stores `head` here.
 constexpr std::size_t kRingRecords = 2048;
 struct HotRing {
   HotRecord* slots = nullptr;
   std::atomic<std::uint64_t> head{0};
   std::atomic<std::uint64_t> tail{0};
 };
-// Whether `slots` more records fit (the owner thread asks; consumers only ever make room).
-inline bool has_room(const HotRing& ring, std::size_t slots) {
-  return ring.head.load(std::memory_order_relaxed) - ring.tail.load(std::memory_order_acquire) + slots <= kRingRecords;
-}
-// The calling thread's ring, once its buffer exists.
-extern constinit thread_local HotRing* t_ring;
-// Out of line: creates the calling thread's buffer, or writes out its full ring; returns the ring
-// with at least `slots` free slots.
-HotRing& ring_with_room(std::size_t slots);
+// Out of line: creates the calling thread's buffer, or re-reads the consumers' tail and, when the
+// ring is still full, writes it out; on return the cursor in t_hot has room for `slots` records.
+void ring_with_room(std::size_t slots);
 }  // namespace trace_detail
 
 // A hot record as the writer hands it to be formatted, its times already on the trace's time base.
@@ -106,18 +103,18 @@ class TraceWriter {
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
   // the buffer out when it is large, or at once when `flush_now`.
   void event(std::string_view json_object, bool flush_now = false);
-  // Appends a hot record to the calling thread's buffer, after its earlier events. No lock.
+  // Appends a hot record to the calling thread's buffer, after its earlier events. No lock, and
+  // no load from the ring: the cursor in t_hot says where the record goes and whether it fits.
   [[gnu::always_inline]] void hot(std::uint64_t ticks, std::uint64_t ptr, const char* api, std::uint64_t packed) {
     if (fd_ < 0) return;
-    trace_detail::HotRing* ring = trace_detail::t_ring;
-    if (!ring || !trace_detail::has_room(*ring, 1)) ring = &trace_detail::ring_with_room(1);
-    const std::uint64_t h = ring->head.load(std::memory_order_relaxed);
-    HotRecord& slot = ring->slots[h % trace_detail::kRingRecords];
+    ThreadHot& t = t_hot;
+    if (KVREMAP_UNLIKELY(t.ring_head == t.ring_room_end)) trace_detail::ring_with_room(1);
+    HotRecord& slot = t.ring_slots[t.ring_head % trace_detail::kRingRecords];
     slot.ticks = ticks;
     slot.ptr = ptr;
     slot.api = api;
     slot.packed = packed;
-    ring->head.store(h + 1, std::memory_order_release);
+    t.ring->head.store(++t.ring_head, std::memory_order_release);
   }
   // A boundary of a slice on the calling thread's track (a capture window's begin or end) at trace
   // time `ns`: formats the thread's pending hot records first, so no allocation lifetime straddles

@@ -16,6 +16,7 @@
 #include "interpose/caller.h"
 #include "interpose/driver_api.h"
 #include "interpose/guard.h"
+#include "interpose/hot_path.h"
 #include "interpose/json.h"
 #include "interpose/library.h"
 #include "interpose/trace_writer.h"
@@ -51,7 +52,7 @@ void disable(const char* why) {
 }
 
 inline void ensure_started() {
-  if (!S().trace_opened.load(std::memory_order_acquire)) start_tracking();
+  if (KVREMAP_UNLIKELY(!S().trace_opened.load(std::memory_order_acquire))) start_tracking();
 }
 
 // The phase rules count launches only up to small thresholds, so a long run of launches between two
@@ -112,17 +113,16 @@ std::string_view current_phase_name(int device) {
   return policy::to_string(static_cast<policy::Phase>(S().devices[static_cast<std::size_t>(device)].phase_now.load()));
 }
 
-// The device of the calling thread's last tracked call: launches are attributed to it without a
-// driver query per launch.
-thread_local int t_last_device = 0;
-
+// The device of the calling thread's last tracked call (t_hot.last_device): launches are
+// attributed to it without a driver query per launch.
 KVREMAP_HOT_PATH int tracked_device() {
-  t_last_device = only_one_device() ? 0 : device_index(current_device());
-  return t_last_device;
+  t_hot.last_device = only_one_device() ? 0 : device_index(current_device());
+  return t_hot.last_device;
 }
 
-KVREMAP_HOT_PATH Category category_for(AllocKind kind) {
-  if (own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0) return Category::graph_pool;
+[[gnu::always_inline]] inline Category category_for(State& st, AllocKind kind) {
+  if (KVREMAP_UNLIKELY(own_capture_open() || st.global_captures.load(std::memory_order_relaxed) > 0))
+    return Category::graph_pool;
   switch (kind) {
     case AllocKind::kStreamOrdered:
       return Category::async_pool;
@@ -137,32 +137,34 @@ KVREMAP_HOT_PATH Category category_for(AllocKind kind) {
 }
 
 // `now_ticks`: the hook's timestamp (tick_clock.h), or 0 to read the clock here.
-KVREMAP_HOT_PATH void account_alloc(int device, Category c, std::uint64_t bytes, std::uint64_t now_ticks = 0) {
-  CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
+[[gnu::always_inline]] inline void account_alloc(State& st, int device, Category c, std::uint64_t bytes,
+                                                 std::uint64_t now_ticks = 0) {
+  CategoryStats& s = st.devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   const std::int64_t live = s.live.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   s.allocated.fetch_add(bytes, std::memory_order_relaxed);
   s.allocations.fetch_add(1, std::memory_order_relaxed);
   std::int64_t peak = s.peak.load(std::memory_order_relaxed);
-  while (live > peak && !s.peak.compare_exchange_weak(peak, live)) {
+  while (KVREMAP_UNLIKELY(live > peak) && !s.peak.compare_exchange_weak(peak, live)) {
   }
-  if (live > peak) s.peak_ts_ns.store(trace_ns_of_ticks(now_ticks ? now_ticks : ticks()), std::memory_order_relaxed);
-  if (S().devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
+  if (KVREMAP_UNLIKELY(live > peak))
+    s.peak_ts_ns.store(trace_ns_of_ticks(now_ticks ? now_ticks : ticks()), std::memory_order_relaxed);
+  if (st.devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
     std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
     while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
     }
   }
-  if (c == Category::other || c == Category::kv) {
-    DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+  if (KVREMAP_LIKELY(c == Category::other || c == Category::kv)) {
+    DeviceStats& d = st.devices[static_cast<std::size_t>(device)];
     const std::int64_t engine_live =
         d.categories[index_of(Category::other)].live.load() + d.categories[index_of(Category::kv)].live.load();
     std::int64_t seen = d.other_max_since_query.load(std::memory_order_relaxed);
-    while (engine_live > seen && !d.other_max_since_query.compare_exchange_weak(seen, engine_live)) {
+    while (KVREMAP_UNLIKELY(engine_live > seen) && !d.other_max_since_query.compare_exchange_weak(seen, engine_live)) {
     }
   }
 }
 
-KVREMAP_HOT_PATH void account_free(int device, Category c, std::uint64_t bytes) {
-  CategoryStats& s = S().devices[static_cast<std::size_t>(device)].categories[index_of(c)];
+[[gnu::always_inline]] inline void account_free(State& st, int device, Category c, std::uint64_t bytes) {
+  CategoryStats& s = st.devices[static_cast<std::size_t>(device)].categories[index_of(c)];
   s.live.fetch_sub(static_cast<std::int64_t>(bytes));
   s.frees.fetch_add(1, std::memory_order_relaxed);
 }
@@ -182,17 +184,17 @@ void note_capture_allocation(std::uint64_t bytes) {
 }
 
 // Records an object (allocation, exec, module) that holds device memory in `map`.
-KVREMAP_HOT_PATH void record(LiveMap& map, std::uint64_t key, int device, Category c, std::uint64_t bytes,
-                             std::uint64_t now_ticks = 0) {
+[[gnu::always_inline]] inline void record(State& st, LiveMap& map, std::uint64_t key, int device, Category c,
+                                          std::uint64_t bytes, std::uint64_t now_ticks = 0) {
   // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
   if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
-    account_free(previous->device, previous->category, previous->bytes);
-  account_alloc(device, c, bytes, now_ticks);
+    account_free(st, previous->device, previous->category, previous->bytes);
+  account_alloc(st, device, c, bytes, now_ticks);
 }
 
 template <typename Body>
 [[gnu::always_inline]] inline void guarded(const char* what, Body&& body) {
-  if (g_disabled.load(std::memory_order_relaxed)) return;
+  if (KVREMAP_UNLIKELY(g_disabled.load(std::memory_order_relaxed))) return;
   try {
     ensure_started();
     body();
@@ -218,15 +220,18 @@ int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* na
                        std::uint64_t key, std::uint64_t bytes, const char* api) {
   const int device = tracked_device();
   see_device(device);
-  record(map, key, device, c, bytes);
+  record(S(), map, key, device, c, bytes);
   held_object_event(cat, name, api, key_field, key, bytes, device);
   return device;
 }
 
 // Allocations of every kind live in one map, except VMM handles (a handle is not an address).
-Held held_of(AllocKind kind) { return kind == AllocKind::kVmmHandle ? Held::kVmmHandle : Held::kAllocation; }
+Held held_of(AllocKind kind) {
+  return KVREMAP_UNLIKELY(kind == AllocKind::kVmmHandle) ? Held::kVmmHandle : Held::kAllocation;
+}
 
-LiveMap& map_of(State& st, Held held) {
+[[gnu::always_inline]] inline LiveMap& map_of(State& st, Held held) {
+  if (KVREMAP_LIKELY(held == Held::kAllocation)) return st.allocations;  // the hot paths' case
   switch (held) {
     case Held::kVmmHandle:
       return st.handles;
@@ -310,8 +315,8 @@ void reclassify(std::uint64_t ptr, bool to_kv) {
       return;
     const Category from = before.category;
     if (from == to) return;
-    account_free(before.device, from, before.bytes);
-    account_alloc(before.device, to, before.bytes);
+    account_free(S(), before.device, from, before.bytes);
+    account_alloc(S(), before.device, to, before.bytes);
     // A free in the old category and an allocation in the new one, so replaying the events gives
     // the same bytes per category as the summary.
     for (const bool freeing : {true, false}) {
@@ -341,18 +346,18 @@ KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind
                                void* return_address, int device_hint) {
   guarded("on_alloc", [&] {
     State& st = S();
-    const int device = device_hint >= 0 ? (t_last_device = device_index(device_hint)) : tracked_device();
-    see_device(device);
-    const Category c = category_for(kind);
+    const int device = device_hint >= 0 ? (t_hot.last_device = device_index(device_hint)) : tracked_device();
+    see_device(st, device);
+    const Category c = category_for(st, kind);
     const std::uint64_t now = ticks();  // the one clock read of this hook
-    record(map_of(st, held_of(kind)), ptr, device, kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
-    if (c == Category::graph_pool) note_capture_allocation(bytes);
-    if (trace().is_open()) {
+    record(st, map_of(st, held_of(kind)), ptr, device, kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
+    if (KVREMAP_UNLIKELY(c == Category::graph_pool)) note_capture_allocation(bytes);
+    if (KVREMAP_LIKELY(trace().is_open())) {
       const std::uint8_t phase = st.devices[static_cast<std::size_t>(device)].phase_now.load(std::memory_order_relaxed);
       const bool fits = bytes <= HotRecord::kMaxBytes;
       const std::uint64_t packed =
           HotRecord::pack(fits ? bytes : 0, device, kHotAlloc, static_cast<std::uint8_t>(c), phase);
-      if (bytes < options().stack_min_bytes && fits) {
+      if (KVREMAP_LIKELY(bytes < stack_min_bytes_option() && fits)) {
         trace().hot(now, ptr, api, packed);
       } else {
         // Large allocations name their caller: the record's line, formatted here, plus that string.
@@ -361,9 +366,9 @@ KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind
                       fits ? nullptr : &bytes);
       }
     }
-    emit_counter(device, false, now);
+    emit_counter(st, device, false, now);
     const auto di = static_cast<std::size_t>(device);
-    if (!st.devices[di].sum_allocations.load(std::memory_order_relaxed)) {
+    if (KVREMAP_UNLIKELY(!st.devices[di].sum_allocations.load(std::memory_order_relaxed))) {
       feed_phase(device, policy::Alloc{ptr, bytes, c, api});
     } else if (c != Category::graph_pool) {
       // No phase rule looks at this allocation by itself: its size is added up, lock-free.
@@ -380,7 +385,7 @@ KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
   // Without a state nothing was ever tracked, so none is created here; and a take neither allocates
   // nor throws, so this step needs no guard beyond the off switch.
   State* st = g_state.load(std::memory_order_acquire);
-  if (!st || g_disabled.load(std::memory_order_relaxed)) return ticket;
+  if (KVREMAP_UNLIKELY(!st || g_disabled.load(std::memory_order_relaxed))) return ticket;
   const std::optional<Live> live = map_of(*st, held).take(key);
   if (!live) return ticket;
   ticket.bytes = live->bytes;
@@ -394,31 +399,32 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
   if (!ticket.tracked) return;
   guarded("end_free", [&] {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
-    if (!ok) {
+    if (KVREMAP_UNLIKELY(!ok)) {
       // The driver kept the object, so nobody can have been handed its key meanwhile.
       if (std::optional<Live> other = map_of(S(), ticket.held).put(ticket.key, live))
-        account_free(other->device, other->category, other->bytes);
+        account_free(S(), other->device, other->category, other->bytes);
       return;
     }
-    account_free(live.device, live.category, live.bytes);
-    if (ticket.held == Held::kGraphExec) {
+    State& st = S();
+    account_free(st, live.device, live.category, live.bytes);
+    if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
       held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
       return;
     }
-    if (ticket.held == Held::kModule) {
+    if (KVREMAP_UNLIKELY(ticket.held == Held::kModule)) {
       held_object_event("module", "module unload", api, "handle", ticket.key, live.bytes, live.device);
       return;
     }
     const std::uint64_t now = ticks();
-    if (trace().is_open()) {
-      if (live.bytes <= HotRecord::kMaxBytes) {
+    if (KVREMAP_LIKELY(trace().is_open())) {
+      if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
         trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
       } else {
         emit_hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
                       nullptr, &live.bytes);
       }
     }
-    emit_counter(live.device, false, now);  // frees never move the phase: no tracker call on this hot path
+    emit_counter(st, live.device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
 }
 
@@ -467,12 +473,12 @@ void on_capture_begin(std::uint64_t stream, int mode) {
     std::uint64_t id = 0;
     // The window is a slice on this thread's track, which allocation lifetimes share.
     const std::uint64_t begin_ns = trace().fence_thread(trace_now_ns());
-    if (!t_own_captures) t_own_captures = new OwnCaptures;
-    t_own_captures->open.fetch_add(1);
+    if (!t_hot.own_captures) t_hot.own_captures = new OwnCaptures;
+    t_hot.own_captures->open.fetch_add(1);
     {
       std::lock_guard<std::mutex> g(S().lock);
       id = S().next_capture_id++;
-      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, t_own_captures});
+      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, t_hot.own_captures});
     }
     if (mode == 0) S().global_captures.fetch_add(1);
     S().capture_count.fetch_add(1, std::memory_order_relaxed);
@@ -556,7 +562,7 @@ void on_graph_launch() {
 void on_kernel_launch() {
   S().kernel_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
-  S().devices[static_cast<std::size_t>(t_last_device)].pending_launches.fetch_add(1, std::memory_order_relaxed);
+  S().devices[static_cast<std::size_t>(t_hot.last_device)].pending_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {
@@ -578,7 +584,7 @@ void child_after_fork() {
   g_state.store(new State, std::memory_order_release);
   g_disabled.store(false);
   g_finished.store(false);
-  t_own_captures = nullptr;  // the parent's counts are not the child's
+  t_hot.own_captures = nullptr;  // the parent's counts are not the child's
   refresh_process_id();
   tick_clock_child_after_fork();
 }

@@ -92,7 +92,7 @@ inline constinit std::atomic<bool> g_finished{false};  // the summary has been w
 }  // namespace tracker_detail
 
 // True while tracking is on (nothing failed internally, the process is not exiting).
-KVREMAP_HOT_PATH inline bool tracking() {
+[[gnu::always_inline]] inline bool tracking() {
   return !tracker_detail::g_disabled.load(std::memory_order_relaxed) &&
          !tracker_detail::g_finished.load(std::memory_order_relaxed);
 }

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "interpose/event_line.h"
+#include "interpose/hot_path.h"
 #include "interpose/live_map.h"
+#include "interpose/thread_hot.h"
 #include "interpose/trace_writer.h"
 #include "policy/events.h"
 #include "policy/phases.h"
@@ -117,13 +119,12 @@ inline std::atomic<State*> g_state{nullptr};
 State& create_state();
 [[gnu::always_inline]] inline State& S() {
   State* s = g_state.load(std::memory_order_acquire);
-  return s ? *s : create_state();
+  return KVREMAP_LIKELY(s != nullptr) ? *s : create_state();
 }
-// The calling thread's (see OwnCaptures).
-inline thread_local OwnCaptures* t_own_captures = nullptr;
+// The calling thread's (see OwnCaptures) are t_hot.own_captures.
 inline bool own_capture_open() {
-  const OwnCaptures* c = t_own_captures;
-  return c && c->open.load(std::memory_order_relaxed) > 0;
+  const OwnCaptures* c = t_hot.own_captures;
+  return KVREMAP_UNLIKELY(c != nullptr) && c->open.load(std::memory_order_relaxed) > 0;
 }
 
 inline std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
@@ -140,20 +141,22 @@ std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capaci
 // given, and `full_bytes` as its size when that is above HotRecord::kMaxBytes.
 void emit_hot_line(const HotRecord& record, const char* caller, const std::uint64_t* full_bytes = nullptr);
 void emit(const EventLine& e);
-int device_index(int device);
+inline int device_index(int device) { return KVREMAP_LIKELY(device >= 0 && device < kMaxDevices) ? device : 0; }
 // First sight of a device: its total memory in a metadata event.
 void first_sight_of_device(int device);
-inline void see_device(int device) {
-  if (!S().devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire))
+// `st` is S(), passed by hooks that already hold it (each S() is an atomic load and a branch).
+inline void see_device(State& st, int device) {
+  if (KVREMAP_UNLIKELY(!st.devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire)))
     first_sight_of_device(device);
 }
+inline void see_device(int device) { see_device(S(), device); }
 // A counter sample of a device's live bytes per category (throttled unless `force`), stamped
 // `now_ticks` (the hook's own timestamp, so a hot path reads the clock once).
 void emit_counter_sample(int device, bool force, std::uint64_t now_ticks);
 // Inline: on the allocation path almost every call ends at the first comparison.
-inline void emit_counter(int device, bool force, std::uint64_t now_ticks) {
-  if (!force &&
-      now_ticks < S().devices[static_cast<std::size_t>(device)].next_counter_ticks.load(std::memory_order_relaxed))
+inline void emit_counter(State& st, int device, bool force, std::uint64_t now_ticks) {
+  if (KVREMAP_LIKELY(!force && now_ticks < st.devices[static_cast<std::size_t>(device)].next_counter_ticks.load(
+                                               std::memory_order_relaxed)))
     return;
   emit_counter_sample(device, force, now_ticks);
 }
