@@ -363,6 +363,20 @@ int lifetimes() {
   return failures;
 }
 
+// Pairs and nothing else, as fast as the driver allows: run without host backing, the thread fills
+// its trace ring (2048 records) long before the background writer's next drain, and must then write
+// out its own records without losing one.
+int burst() {
+  constexpr int kPairs = 20000;
+  bool ok = true;  // one line, not one per call
+  for (int i = 0; i < kPairs; ++i) {
+    void* p = nullptr;
+    ok &= cudaMalloc(&p, 64 << 10) == cudaSuccess && cudaFree(p) == cudaSuccess;
+  }
+  check(ok, "burst of pairs");
+  return failures;
+}
+
 // Threads started one after another, as a pool that replaces its workers does: each must appear in
 // the trace under its own thread id even where it inherits an exited thread's trace buffer.
 int successive_threads() {
@@ -491,10 +505,11 @@ int main(int argc, char** argv) {
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
+  if (mode == "burst") return burst();
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
                "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
-               "lifetimes|successive-threads|capture-ended-elsewhere|interleaved-captures\n");
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

@@ -254,6 +254,27 @@ TEST(Interposer, OnlyBackToBackPairsBecomeLifetimesAndTheTraceStillAddsUp) {
   EXPECT_EQ(category(trace, "other").allocated_bytes, kRounds * (64 + 128 + 256) * 1024 + kCaptures * 384 * 1024);
 }
 
+// 20000 pairs in a few milliseconds (no host backing): the thread's ring fills between two drains of
+// the background writer, so the thread writes its own records; none may be lost or duplicated.
+TEST(Interposer, AThreadThatOutrunsTheTraceWriterLosesNoRecord) {
+  const Traced t = run_traced("burst", {"SIMCUDA_HOST_BACKING=0"});
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  const auto& trace = t.traces.front();
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  constexpr std::uint64_t kPairs = 20000;
+  EXPECT_EQ(trace.allocs.size(), kPairs);
+  EXPECT_EQ(trace.frees.size(), kPairs);
+  const auto& other = category(trace, "other");
+  EXPECT_EQ(other.allocations, kPairs);
+  EXPECT_EQ(other.frees, kPairs);
+  EXPECT_EQ(other.allocated_bytes, kPairs * 64 * 1024);
+  EXPECT_EQ(other.live_bytes, 0u);
+  const kvremap::trace::LiveBytesReplay replay = kvremap::trace::replay_live_bytes(trace);
+  EXPECT_EQ(replay.frees_exceeding_live, 0u);
+  EXPECT_EQ(replay.devices.at(0).at("other").allocated_bytes, other.allocated_bytes);
+}
+
 TEST(Interposer, EachOfSuccessiveThreadsKeepsItsOwnThreadId) {
   const Traced t = run_traced("successive-threads");
   ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
