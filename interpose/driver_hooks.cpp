@@ -143,7 +143,8 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t b
   if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
   kv_before(KvPoint::kAllocation);
   CUresult r = real(dptr, bytes);
-  if (r == CUDA_SUCCESS && dptr) on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))
+    on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
   return r;
 }
 

@@ -106,7 +106,7 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaMalloc(void** ptr, size_t size) {
   }
   kv_before(KvPoint::kAllocation);
   cudaError_t r = real(ptr, size);
-  if (r == cudaSuccess && ptr)
+  if (KVREMAP_LIKELY(r == cudaSuccess && ptr))
     on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0),
              runtime_device());
   return r;

@@ -387,7 +387,7 @@ KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
   State* st = g_state.load(std::memory_order_acquire);
   if (KVREMAP_UNLIKELY(!st || g_disabled.load(std::memory_order_relaxed))) return ticket;
   const std::optional<Live> live = map_of(*st, held).take(key);
-  if (!live) return ticket;
+  if (KVREMAP_UNLIKELY(!live)) return ticket;
   ticket.bytes = live->bytes;
   ticket.device = live->device;
   ticket.category = static_cast<std::uint8_t>(live->category);
@@ -396,7 +396,7 @@ KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
 }
 
 KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* api) {
-  if (!ticket.tracked) return;
+  if (KVREMAP_UNLIKELY(!ticket.tracked)) return;
   guarded("end_free", [&] {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
     if (KVREMAP_UNLIKELY(!ok)) {
