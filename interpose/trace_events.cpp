@@ -235,8 +235,6 @@ void open_trace() {
   log().info("trace: {}", path);
 }
 
-// First CUDA activity: the trace file, exit handlers. Later calls cost one atomic load.
-
 void first_sight_of_device(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
   if (d.seen.exchange(true)) return;

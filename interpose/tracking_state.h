@@ -121,7 +121,7 @@ State& create_state();
   State* s = g_state.load(std::memory_order_acquire);
   return KVREMAP_LIKELY(s != nullptr) ? *s : create_state();
 }
-// The calling thread's (see OwnCaptures) are t_hot.own_captures.
+// Whether a capture is open on one of the calling thread's streams (its OwnCaptures, in t_hot).
 inline bool own_capture_open() {
   const OwnCaptures* c = t_hot.own_captures;
   return KVREMAP_UNLIKELY(c != nullptr) && c->open.load(std::memory_order_relaxed) > 0;
