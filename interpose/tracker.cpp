@@ -306,17 +306,18 @@ int tracked_device_now() { return tracked_device(); }
 
 void reclassify(std::uint64_t ptr, bool to_kv) {
   guarded("reclassify", [&] {
+    State& st = S();
     const Category to = to_kv ? Category::kv : Category::other;
     Live before;
-    if (!S().allocations.update(ptr, [&](Live& live) {
+    if (!st.allocations.update(ptr, [&](Live& live) {
           before = live;
           live.category = to;
         }))
       return;
     const Category from = before.category;
     if (from == to) return;
-    account_free(S(), before.device, from, before.bytes);
-    account_alloc(S(), before.device, to, before.bytes);
+    account_free(st, before.device, from, before.bytes);
+    account_alloc(st, before.device, to, before.bytes);
     // A free in the old category and an allocation in the new one, so replaying the events gives
     // the same bytes per category as the summary.
     for (const bool freeing : {true, false}) {
@@ -399,13 +400,13 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
   if (KVREMAP_UNLIKELY(!ticket.tracked)) return;
   guarded("end_free", [&] {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
+    State& st = S();
     if (KVREMAP_UNLIKELY(!ok)) {
       // The driver kept the object, so nobody can have been handed its key meanwhile.
-      if (std::optional<Live> other = map_of(S(), ticket.held).put(ticket.key, live))
-        account_free(S(), other->device, other->category, other->bytes);
+      if (std::optional<Live> other = map_of(st, ticket.held).put(ticket.key, live))
+        account_free(st, other->device, other->category, other->bytes);
       return;
     }
-    State& st = S();
     account_free(st, live.device, live.category, live.bytes);
     if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
       held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
