@@ -168,7 +168,7 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
   KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
     KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
     CUresult r = real(dptr, bytes, stream);                                                              \
-    if (r == CUDA_SUCCESS && dptr)                                                                       \
+    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                       \
       on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
     return r;                                                                                            \
   }

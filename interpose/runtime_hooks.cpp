@@ -126,7 +126,7 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaFree(void* ptr) {
   KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {          \
     KVREMAP_RT_ENTER(name, ptr, size, stream);                                                            \
     cudaError_t r = real(ptr, size, stream);                                                              \
-    if (r == cudaSuccess && ptr)                                                                          \
+    if (KVREMAP_LIKELY(r == cudaSuccess && ptr))                                                          \
       on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kStreamOrdered, "cudaMallocAsync", \
                __builtin_return_address(0), runtime_device());                                            \
     return r;                                                                                             \
