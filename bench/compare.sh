@@ -15,9 +15,13 @@ rounds=$1
 shift
 specs=("$@")
 [[ -x $bench ]] || { echo "compare.sh: no $bench (run scripts/build.sh)" >&2; exit 1; }
-for spec in "${specs[@]}"; do
+# The children run in a scratch directory: libraries are named to them by absolute path.
+for k in "${!specs[@]}"; do
+  spec=${specs[$k]}
   lib=${spec#*@}
   [[ -f $lib ]] || { echo "compare.sh: no library '$lib' in SPEC '$spec'" >&2; exit 1; }
+  lib=$(realpath "$lib")
+  if [[ $spec == *@* ]]; then specs[$k]="${spec%@*}@$lib"; else specs[$k]=$lib; fi
 done
 command -v python3 >/dev/null || { echo "compare.sh: python3 is needed for the summary" >&2; exit 1; }
 work=$(mktemp -d)
@@ -33,7 +37,13 @@ for ((r = 0; r < rounds; r++)); do
     fi
     mkdir -p "$work/trace"
     median=$(cd "$work/trace" && env OVERHEAD_BENCH_CHILD=1 OVERHEAD_BENCH_PAIRED=1 SIMCUDA_HOST_BACKING=1 \
-      KVREMAP_TRACE_DIR="$work/trace" "${settings[@]}" LD_PRELOAD="$lib" "$bench" 20000 1 1 5 | awk '{print $4}')
+      KVREMAP_TRACE_DIR="$work/trace" "${settings[@]}" LD_PRELOAD="$lib" "$bench" 20000 1 1 5 2>"$work/stderr" |
+      awk '{print $4}')
+    # ld.so only warns when it cannot preload: such a child measured nothing.
+    if grep -q "cannot be preloaded" "$work/stderr"; then
+      echo "compare.sh: '$lib' was not preloaded: $(head -n1 "$work/stderr")" >&2
+      exit 1
+    fi
     rm -rf "$work/trace"
     [[ -n $median && $median != nan ]] || { echo "compare.sh: the child for '$spec' failed" >&2; exit 1; }
     echo "$r $i $median" >>"$work/medians"
