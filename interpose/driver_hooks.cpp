@@ -127,15 +127,6 @@ using namespace kvremap::interpose;
   if (inside_hook() || !tracking()) return real(__VA_ARGS__); \
   HookScope scope
 
-// For the allocation and free hooks, which cudart calls under its own cudaMalloc/cudaFree (and
-// async) hooks on every allocation: the nested case is answered first, by a hook whose tracked body
-// is a separate function (tracked_<export>, tail-called with the caller's return address). GCC
-// puts KVREMAP_ENTER's check after the register saves the body needs, so inline it took 25
-// instructions to pass a nested call on; this way it takes 7.
-#define KVREMAP_PASS_NESTED(exp, ...)                                                       \
-  if (void* nested = g_real_##exp.load(std::memory_order_acquire); nested && inside_hook()) \
-  return reinterpret_cast<decltype(&::exp)>(nested)(__VA_ARGS__)
-
 namespace {
 
 void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
@@ -144,28 +135,17 @@ void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) kv_capture_ended();
 }
 
-[[gnu::noinline]] KVREMAP_HOT_PATH CUresult tracked_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes, void* caller) {
-  KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
-  CUresult kv_result = CUDA_SUCCESS;
-  if (dptr && kv_allocate(bytes, "cuMemAlloc", caller, dptr, &kv_result)) return kv_result;
-  kv_before(KvPoint::kAllocation);
-  CUresult r = real(dptr, bytes);
-  if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr)) on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", caller);
-  return r;
-}
-
-[[gnu::noinline]] KVREMAP_HOT_PATH CUresult tracked_cuMemFree_v2(CUdeviceptr dptr) {
-  KVREMAP_ENTER(cuMemFree_v2, dptr);
-  CUresult kv_result = CUDA_SUCCESS;
-  if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
-  return tracked_free(dptr, Held::kAllocation, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
-}
-
 }  // namespace
 
 KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
-  KVREMAP_PASS_NESTED(cuMemAlloc_v2, dptr, bytes);
-  return tracked_cuMemAlloc_v2(dptr, bytes, __builtin_return_address(0));
+  KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
+  kv_before(KvPoint::kAllocation);
+  CUresult r = real(dptr, bytes);
+  if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))
+    on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  return r;
 }
 
 KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
@@ -178,38 +158,27 @@ KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_
 }
 
 KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  KVREMAP_PASS_NESTED(cuMemFree_v2, dptr);
-  return tracked_cuMemFree_v2(dptr);
+  KVREMAP_ENTER(cuMemFree_v2, dptr);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
+  return tracked_free(dptr, Held::kAllocation, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
 }
 
-#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                              \
-  namespace {                                                                                                       \
-  [[gnu::noinline]] KVREMAP_HOT_PATH CUresult tracked_##exp(CUdeviceptr* dptr, size_t bytes, CUstream stream,       \
-                                                          void* caller) {                                          \
-    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                                        \
-    CUresult r = real(dptr, bytes, stream);                                                                         \
-    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                                  \
-      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", caller);                                 \
-    return r;                                                                                                       \
-  }                                                                                                                 \
-  }                                                                                                                 \
-  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                    \
-    KVREMAP_PASS_NESTED(exp, dptr, bytes, stream);                                                                  \
-    return tracked_##exp(dptr, bytes, stream, __builtin_return_address(0));                                         \
+#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
+    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
+    CUresult r = real(dptr, bytes, stream);                                                              \
+    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                       \
+      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
+    return r;                                                                                            \
   }
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
 #define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                                                 \
-  namespace {                                                                                                         \
-  [[gnu::noinline]] KVREMAP_HOT_PATH CUresult tracked_##exp(CUdeviceptr dptr, CUstream stream) {                      \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {                                     \
     KVREMAP_ENTER(exp, dptr, stream);                                                                                 \
     return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, [&] { return real(dptr, stream); }); \
-  }                                                                                                                   \
-  }                                                                                                                   \
-  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {                                     \
-    KVREMAP_PASS_NESTED(exp, dptr, stream);                                                                           \
-    return tracked_##exp(dptr, stream);                                                                               \
   }
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
 KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)

@@ -103,10 +103,10 @@ class TraceWriter {
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
   // the buffer out when it is large, or at once when `flush_now`.
   void event(std::string_view json_object, bool flush_now = false);
-  // Appends a hot record to the calling thread's buffer, after its earlier events; the caller has
-  // seen is_open(). No lock, and no load from the ring: the cursor in t_hot says where the record
-  // goes and whether it fits.
+  // Appends a hot record to the calling thread's buffer, after its earlier events. No lock, and
+  // no load from the ring: the cursor in t_hot says where the record goes and whether it fits.
   [[gnu::always_inline]] void hot(std::uint64_t ticks, std::uint64_t ptr, const char* api, std::uint64_t packed) {
+    if (fd_ < 0) return;
     ThreadHot& t = t_hot;
     if (KVREMAP_UNLIKELY(t.ring_head == t.ring_room_end)) trace_detail::ring_with_room(1);
     HotRecord& slot = t.ring_slots[t.ring_head % trace_detail::kRingRecords];

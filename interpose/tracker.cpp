@@ -11,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "interpose/caller.h"
@@ -52,11 +51,8 @@ void disable(const char* why) {
   });
 }
 
-// The state, with tracking started (the trace opened, exit handlers installed) at the first event.
-[[gnu::always_inline]] inline State& started_state() {
-  State& st = S();
-  if (KVREMAP_UNLIKELY(!st.trace_opened.load(std::memory_order_acquire))) start_tracking();
-  return st;
+inline void ensure_started() {
+  if (KVREMAP_UNLIKELY(!S().trace_opened.load(std::memory_order_acquire))) start_tracking();
 }
 
 // The phase rules count launches only up to small thresholds, so a long run of launches between two
@@ -200,13 +196,8 @@ template <typename Body>
 [[gnu::always_inline]] inline void guarded(const char* what, Body&& body) {
   if (KVREMAP_UNLIKELY(g_disabled.load(std::memory_order_relaxed))) return;
   try {
-    State& st = started_state();
-    // The hot paths take the state from here: each S() is another load of the pointer and a test.
-    if constexpr (std::is_invocable_v<Body, State&>) {
-      body(st);
-    } else {
-      body();
-    }
+    ensure_started();
+    body();
   } catch (const std::exception& e) {
     disable(fmt::format("internal error in {}: {}", what, e.what()).c_str());
   } catch (...) {
@@ -354,7 +345,8 @@ void trace_kv_event(const char* name, const std::string& args_json) {
 
 KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api,
                                void* return_address, int device_hint) {
-  guarded("on_alloc", [&](State& st) {
+  guarded("on_alloc", [&] {
+    State& st = S();
     const int device = device_hint >= 0 ? (t_hot.last_device = device_index(device_hint)) : tracked_device();
     see_device(st, device);
     const Category c = category_for(st, kind);
@@ -406,8 +398,9 @@ KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
 
 KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* api) {
   if (KVREMAP_UNLIKELY(!ticket.tracked)) return;
-  guarded("end_free", [&](State& st) {
+  guarded("end_free", [&] {
     const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
+    State& st = S();
     if (KVREMAP_UNLIKELY(!ok)) {
       // The driver kept the object, so nobody can have been handed its key meanwhile.
       if (std::optional<Live> other = map_of(st, ticket.held).put(ticket.key, live))
