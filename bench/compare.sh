@@ -36,16 +36,19 @@ for ((r = 0; r < rounds; r++)); do
       lib=${spec#*@}
     fi
     mkdir -p "$work/trace"
-    median=$(cd "$work/trace" && env OVERHEAD_BENCH_CHILD=1 OVERHEAD_BENCH_PAIRED=1 SIMCUDA_HOST_BACKING=1 \
-      KVREMAP_TRACE_DIR="$work/trace" "${settings[@]}" LD_PRELOAD="$lib" "$bench" 20000 1 1 5 2>"$work/stderr" |
-      awk '{print $4}')
+    status=0
+    line=$(cd "$work/trace" && env OVERHEAD_BENCH_CHILD=1 OVERHEAD_BENCH_PAIRED=1 SIMCUDA_HOST_BACKING=1 \
+      KVREMAP_TRACE_DIR="$work/trace" "${settings[@]}" LD_PRELOAD="$lib" "$bench" 20000 1 1 5 2>"$work/stderr") ||
+      status=$?
     # ld.so only warns when it cannot preload: such a child measured nothing.
     if grep -q "cannot be preloaded" "$work/stderr"; then
       echo "compare.sh: '$lib' was not preloaded: $(head -n1 "$work/stderr")" >&2
       exit 1
     fi
     rm -rf "$work/trace"
-    [[ -n $median && $median != nan ]] || { echo "compare.sh: the child for '$spec' failed" >&2; exit 1; }
+    median=$(awk '{print $4}' <<<"$line")
+    [[ $status -eq 0 && -n $median && $median != nan ]] ||
+      { echo "compare.sh: the child for '$spec' failed (exit $status): $(head -n1 "$work/stderr")" >&2; exit 1; }
     echo "$r $i $median" >>"$work/medians"
   done
 done
