@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 2 and 3, run on a machine with an NVIDIA GPU from the repository root
-# after scripts/gpu-prepare.sh built build-gpu/ elsewhere. Results go to $OUT (default ./gpu-out).
+# The GPU checks of issues 2 and 3 (and issue 3's overhead benchmark, on the simulated driver), run
+# on a machine with an NVIDIA GPU from the repository root after scripts/gpu-prepare.sh built
+# build-gpu/ elsewhere. Results go to $OUT (default ./gpu-out).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
@@ -26,4 +27,10 @@ for trace in "$out"/traces/kvremap-*.json; do
   "$build/bin/kvremap" report "$trace" >> "$out/report.txt" 2>&1
   "$build/bin/kvremap" validate "$trace" >> "$out/report.txt" 2>&1
 done
-cat "$out/machine.txt" "$out/remap_demo.txt" "$out/torch_check.txt"
+# Issue 3, section 6: the pass-through overhead on a second machine (the development VM's figures
+# move by tens of ns with its neighbours' load). 20 rounds: about a minute and a half.
+LD_LIBRARY_PATH="$build/simbench:$LD_LIBRARY_PATH" \
+  timeout 200 "$build/simbench/bench_overhead" "$build/lib/libkvremap.so" 20000 200000 16 5 20 \
+  > "$out/bench_overhead.txt" 2>&1
+echo "bench_overhead exit $?" >> "$out/bench_overhead.txt"
+cat "$out/machine.txt" "$out/remap_demo.txt" "$out/torch_check.txt" "$out/bench_overhead.txt"

@@ -16,5 +16,13 @@ for binary in "$out/lib/libkvremap.so" "$out/bin/kvremap" "$out/bin/remap_demo";
     esac
   done
 done
+# The pass-through benchmark of issue 3 runs on the simulated driver, from the regular build: the
+# binary and the simulator go along in build-gpu/simbench. There the binary's RPATH (this machine's
+# build tree) names nothing, and LD_LIBRARY_PATH finds the simulator.
+"$root/scripts/build.sh" --target bench_overhead >/dev/null
+build=${BUILD_DIR:-$root/build}
+mkdir -p "$out/simbench"
+cp "$build/bin/bench_overhead" "$out/simbench/"
+cp -P "$build"/simcuda/lib*.so* "$out/simbench/"
 echo "gpu-prepare: $out ready; carry build-gpu to the GPU machine and run scripts/gpu-check.sh there"
 ls "$out/deplibs"
