@@ -1,0 +1,48 @@
+// Which engine runs in this process and what its own flags say: read from command lines, nothing else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvremap::policy {
+
+enum class EngineKind : std::uint8_t { vllm, sglang, other };
+std::string_view to_string(EngineKind kind);
+
+// What kvremap knows of the engine before its start-up decides anything.
+struct EngineProfile {
+  EngineKind kind = EngineKind::other;
+  // Captures follow the KV burst: a recognised engine in graph mode. Only then may start-up launches
+  // run on deferred KV before the first capture (see commit_trigger.h).
+  bool graphs_expected = false;
+  // Why graphs are not expected, for the one info line: "--enforce-eager", "--disable-cuda-graph",
+  // "cudagraph_mode NONE", "-O0", "not a recognised engine (vLLM, SGLang)". Empty when expected.
+  std::string eager_reason;
+  // The engine's memory-share flags as given, for the fix-it hints.
+  std::optional<double> gpu_memory_utilization;  // vLLM --gpu-memory-utilization
+  std::optional<double> mem_fraction_static;     // SGLang --mem-fraction-static
+  std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory(-bytes)
+};
+
+// Splits /proc/<pid>/cmdline's NUL-separated contents into arguments.
+std::vector<std::string> split_cmdline(std::string_view raw);
+
+// True for a Python multiprocessing child (spawn or forkserver), whose own command line says nothing
+// of the engine: the profile is then read from the nearest ancestor's.
+bool is_multiprocessing_child(std::span<const std::string> argv);
+
+// The engine and its flags from one command line. vLLM: an argument `vllm` (`vllm serve`), a path
+// ending in `/vllm`, or a module `vllm.…` (`-m vllm.entrypoints.openai.api_server`). SGLang: an
+// argument `sglang` or a module `sglang.…` (`-m sglang.launch_server`). Flags take both `--flag v`
+// and `--flag=v`.
+EngineProfile profile_engine(std::span<const std::string> argv);
+
+// KVREMAP_ENGINE: `auto` keeps the detected kind; `vllm`/`sglang`/`other` replace it, and the engine's
+// own flags are read again with that kind's rules.
+EngineProfile with_kind(std::span<const std::string> argv, EngineKind kind);
+
+}  // namespace kvremap::policy
