@@ -132,7 +132,8 @@ namespace {
 void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
   if (r == CUDA_SUCCESS) on_capture_end(capture_stream_key(stream, per_thread_api), true);
   if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(capture_stream_key(stream, per_thread_api), false);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) kv_capture_ended();
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    kv_capture_ended(capture_stream_key(stream, per_thread_api));
 }
 
 }  // namespace
@@ -237,7 +238,7 @@ KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     CUresult r = real(stream, mode);                                                    \
     if (r == CUDA_SUCCESS) {                                                            \
       on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-      kv_capture_began();                                                               \
+      kv_capture_began(capture_stream_key(stream, per_thread));                         \
     }                                                                                   \
     return r;                                                                           \
   }
@@ -339,28 +340,101 @@ KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
                       [&] { return real(library); });
 }
 
-#define KVREMAP_LAUNCH_HOOK(exp)                                                                           \
+#define KVREMAP_LAUNCH_HOOK(exp, per_thread)                                                               \
   KVREMAP_HOOK CUresult exp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
                             unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
     KVREMAP_ENTER(exp, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                          \
-    kv_before(KvPoint::kKernelLaunch);                                                                     \
+    kv_before(KvPoint::kKernelLaunch, capture_stream_key(stream, per_thread));                             \
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                           \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                             \
     return r;                                                                                              \
   }
-KVREMAP_LAUNCH_HOOK(cuLaunchKernel)
-KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz)
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel, false)
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz, true)
 
-#define KVREMAP_LAUNCH_EX_HOOK(exp)                                                                    \
+#define KVREMAP_LAUNCH_EX_HOOK(exp, per_thread)                                                        \
   KVREMAP_HOOK CUresult exp(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
     KVREMAP_ENTER(exp, config, f, params, extra);                                                      \
-    kv_before(KvPoint::kKernelLaunch);                                                                 \
+    kv_before(KvPoint::kKernelLaunch, capture_stream_key(config ? config->hStream : nullptr, per_thread)); \
     CUresult r = real(config, f, params, extra);                                                       \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                         \
     return r;                                                                                          \
   }
-KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx)
-KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz)
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx, false)
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz, true)
+
+namespace {
+std::uint64_t as_address(CUdeviceptr p) { return p; }
+std::uint64_t as_address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+}  // namespace
+
+// Copies, memsets, IPC handles and range queries that reach a deferred KV tensor are serving work
+// (or hand its address to someone who may do it): the KV cache is committed before them.
+#define KVREMAP_COPY_HOOK(exp, dst_t, src_t)                                              \
+  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes) {                         \
+    KVREMAP_ENTER(exp, dst, src, bytes);                                                  \
+    kv_touch(as_address(dst), bytes, #exp);                          \
+    kv_touch(as_address(src), bytes, #exp);                          \
+    return real(dst, src, bytes);                                                         \
+  }
+#define KVREMAP_COPY_ASYNC_HOOK(exp, dst_t, src_t)                                        \
+  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes, CUstream stream) {        \
+    KVREMAP_ENTER(exp, dst, src, bytes, stream);                                          \
+    kv_touch(as_address(dst), bytes, #exp);                          \
+    kv_touch(as_address(src), bytes, #exp);                          \
+    return real(dst, src, bytes, stream);                                                 \
+  }
+KVREMAP_COPY_HOOK(cuMemcpy, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpy_ptds, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2, CUdeviceptr, const void*)
+KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2_ptds, CUdeviceptr, const void*)
+KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2, void*, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2_ptds, void*, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2_ptds, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2, CUdeviceptr, const void*)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2_ptsz, CUdeviceptr, const void*)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2, void*, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2_ptsz, void*, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr)
+
+#define KVREMAP_MEMSET_HOOK(exp)                                             \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, value, bytes);                                   \
+    kv_touch(dst, bytes, #exp);                                              \
+    return real(dst, value, bytes);                                          \
+  }
+#define KVREMAP_MEMSET_ASYNC_HOOK(exp)                                                        \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) { \
+    KVREMAP_ENTER(exp, dst, value, bytes, stream);                                            \
+    kv_touch(dst, bytes, #exp);                                                               \
+    return real(dst, value, bytes, stream);                                                   \
+  }
+KVREMAP_MEMSET_HOOK(cuMemsetD8_v2)
+KVREMAP_MEMSET_HOOK(cuMemsetD8_v2_ptds)
+KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async)
+KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async_ptsz)
+
+KVREMAP_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuIpcGetMemHandle, handle, ptr);
+  kv_touch(ptr, 1, "cuIpcGetMemHandle");
+  return real(handle, ptr);
+}
+
+KVREMAP_HOOK CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuMemGetAddressRange_v2, base, size, ptr);
+  kv_touch(ptr, 1, "cuMemGetAddressRange");
+  return real(base, size, ptr);
+}
+
+KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuPointerGetAttribute, data, attribute, ptr);
+  kv_touch(ptr, 1, "cuPointerGetAttribute");
+  return real(data, attribute, ptr);
+}
 
 // The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
 // then gets its wrapper. Substitution depends neither on tracking being on nor on the reentrancy

@@ -16,6 +16,16 @@ KVREMAP_DECLARE_VARIANT(cuGraphInstantiateWithParams, cuGraphInstantiateWithPara
 KVREMAP_DECLARE_VARIANT(cuGraphLaunch, cuGraphLaunch_ptsz)
 KVREMAP_DECLARE_VARIANT(cuLaunchKernel, cuLaunchKernel_ptsz)
 KVREMAP_DECLARE_VARIANT(cuLaunchKernelEx, cuLaunchKernelEx_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpy, cuMemcpy_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyAsync, cuMemcpyAsync_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD8_v2, cuMemsetD8_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD8Async, cuMemsetD8Async_ptsz)
 #undef KVREMAP_DECLARE_VARIANT
 #undef cuGetProcAddress
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
@@ -56,6 +66,29 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuLaunchKernel_ptsz, cuLaunchKernel, 4000, 0, true)                              \
   X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0, false)                             \
   X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 0, true)                         \
+  X(cuMemcpy, cuMemcpy, 4000, 0, false)                                             \
+  X(cuMemcpy_ptds, cuMemcpy, 4000, 0, true)                                          \
+  X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0, false)                                    \
+  X(cuMemcpyAsync_ptsz, cuMemcpyAsync, 4000, 0, true)                                \
+  X(cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, 0, false)                                   \
+  X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 3020, 0, true)                               \
+  X(cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, 0, false)                                   \
+  X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 3020, 0, true)                               \
+  X(cuMemcpyDtoD_v2, cuMemcpyDtoD, 3020, 0, false)                                   \
+  X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 3020, 0, true)                               \
+  X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 3020, 0, false)                         \
+  X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 3020, 0, true)                     \
+  X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 3020, 0, false)                         \
+  X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 3020, 0, true)                     \
+  X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0, false)                         \
+  X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 3020, 0, true)                     \
+  X(cuMemsetD8_v2, cuMemsetD8, 3020, 0, false)                                       \
+  X(cuMemsetD8_v2_ptds, cuMemsetD8, 3020, 0, true)                                   \
+  X(cuMemsetD8Async, cuMemsetD8Async, 3020, 0, false)                                \
+  X(cuMemsetD8Async_ptsz, cuMemsetD8Async, 3020, 0, true)                            \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0, false)                            \
+  X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0, false)                   \
+  X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0, false)                    \
   X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false)                         \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, false)
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "interpose/guard.h"
+#include "interpose/kv_manager.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
 #include "interpose/tracking_state.h"
@@ -63,6 +64,8 @@ void install_exit_handlers() {
 using namespace tracker_detail;
 
 void finish(const char* reason) {
+  if (g_finished.load()) return;
+  kv_at_exit();
   if (g_finished.exchange(true)) return;
   if (!S().trace_opened.load() || g_disabled.load()) {
     trace().flush_all();

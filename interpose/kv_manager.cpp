@@ -18,11 +18,14 @@
 #include "interpose/driver_api.h"
 #include "interpose/kv_arena.h"
 #include "interpose/library.h"
+#include "interpose/process_cmdline.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
+#include "policy/engine.h"
 #include "policy/kv_recognition.h"
+#include "policy/units.h"
 
 namespace kvremap::interpose {
 namespace {
@@ -62,7 +65,10 @@ struct DeviceKv {
 
 struct KvState {
   std::mutex lock;
+  policy::EngineProfile engine;
   policy::TriggerConfig trigger_config;
+  bool warned_nothing_deferred = false;
+  bool warned_free_below_zero = false;
   std::array<std::unique_ptr<DeviceKv>, kMaxKvDevices> devices;
 
   DeviceKv& at(int device) {
@@ -76,8 +82,23 @@ KvState& K() {
   static KvState* state = [] {
     auto* s = new KvState;
     const policy::Options& o = options();
+    const std::vector<std::string> argv = engine_command_line();
+    switch (o.engine) {
+      case policy::EngineWhen::detect:
+        s->engine = policy::profile_engine(argv);
+        break;
+      case policy::EngineWhen::vllm:
+        s->engine = policy::with_kind(argv, policy::EngineKind::vllm);
+        break;
+      case policy::EngineWhen::sglang:
+        s->engine = policy::with_kind(argv, policy::EngineKind::sglang);
+        break;
+      case policy::EngineWhen::other:
+        s->engine = policy::with_kind(argv, policy::EngineKind::other);
+        break;
+    }
     s->trigger_config.mode = static_cast<policy::TriggerMode>(static_cast<int>(o.commit));
-    s->trigger_config.quiet_ns = o.quiet_ms * 1'000'000ULL;
+    s->trigger_config.graphs_expected = s->engine.graphs_expected;
     return s;
   }();
   return *state;
@@ -89,6 +110,7 @@ KvState& K() {
 std::atomic<int> g_active{0};
 std::atomic<int> g_pending{0};
 std::atomic<bool> g_any_arena{false};  // frees need the lock only once an arena exists
+std::atomic<bool> g_serving_checked{false};  // the first graph launch checked that something was deferred
 
 void refresh_counts(KvState& k) {
   int active = 0, pending = 0;
@@ -182,11 +204,18 @@ void defer_locked(DeviceKv& d) {
   }
   d.deferred = true;
   start_post_kv_peaks(d.device);
-  d.trigger.arm(trace_now_ns());
+  d.trigger.arm();
+  const KvState& k = K();
   trace_kv_event("kv deferred",
-                 fmt::format(R"({{"device":{},"regions":{},"tensor_bytes":{},"deferred_bytes":{},"scratch_bytes":{}}})",
-                             d.device, kv_regions, tensor, d.deferred_bytes, options().scratch_bytes));
+                 fmt::format(R"({{"device":{},"regions":{},"tensor_bytes":{},"deferred_bytes":{},"scratch_bytes":{},)"
+                             R"("engine":"{}","graphs_expected":{},"commit_mode":"{}"}})",
+                             d.device, kv_regions, tensor, d.deferred_bytes, options().scratch_bytes,
+                             policy::to_string(k.engine.kind), k.engine.graphs_expected ? "true" : "false",
+                             policy::to_string(k.trigger_config.mode)));
   log().info("device {}: KV burst over: {} tensors of {} bytes deferred onto scratch", d.device, kv_regions, tensor);
+  if (k.trigger_config.mode == policy::TriggerMode::automatic && !k.engine.graphs_expected)
+    log().info("device {}: no CUDA-graph capture expected ({}): the KV cache is committed before the first launch",
+               d.device, k.engine.eager_reason);
 }
 
 int host_vmm_supported(int device) {
@@ -197,47 +226,78 @@ int host_vmm_supported(int device) {
   return value;
 }
 
-std::string read_cmdline() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::replace(raw.begin(), raw.end(), '\0', ' ');
-  return raw;
-}
+// The commit's own exit status when the KV cache cannot be backed (docs/kv-deferral.md): not 1, which
+// engines use for any error.
+constexpr int kExitKvDoesNotFit = 78;
 
-[[noreturn]] void stop(const std::string& message) {
+[[noreturn]] void stop(const std::string& message, int status) {
   std::fprintf(stderr, "%s\n", message.c_str());
   finish("kv commit failed");
-  std::_Exit(1);
+  std::_Exit(status);
 }
 
-// `trigger`: the decision point that committed, for the trace ("graph launch", "kvremap_commit", ...).
-void commit_locked(DeviceKv& k, const char* trigger) {
-  if (!synchronize()) stop("kvremap: cannot commit the KV cache: synchronising the device failed");
+// Device memory serving needs free beside the KV cache, never less than KVREMAP_HEADROOM: engines
+// that profile run the profiled forward passes again; SGLang serves from its own reserve (what
+// --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs).
+std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::string* source) {
+  const std::uint64_t floor = options().headroom_bytes;
+  std::uint64_t need = 0;
+  const KvState& state = K();
+  if (state.engine.kind == policy::EngineKind::sglang) {
+    const std::uint64_t kv = k.deferred_bytes;
+    const std::uint64_t sized_from = sizing_free_bytes(k.device);
+    const std::uint64_t reserve =
+        state.engine.mem_fraction_static
+            ? static_cast<std::uint64_t>(static_cast<double>(total) * (1.0 - *state.engine.mem_fraction_static))
+            : (sized_from > kv ? sized_from - kv : 0);
+    const std::uint64_t resident = post_kv_needs(k.device).resident_growth;
+    need = reserve > resident ? reserve - resident : 0;
+    *source = "SGLang's activation reserve";
+  } else {
+    need = profiling_peak_bytes(k.device);
+    *source = "profiled activation peak";
+  }
+  if (need <= floor) {
+    *source = "KVREMAP_HEADROOM";
+    return floor;
+  }
+  return need;
+}
+
+// `reason`: the decision point that committed; `call`: the API at that point, for the trace.
+void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
+  if (!synchronize())
+    stop("kvremap: cannot commit the KV cache: synchronising the device failed; stopping rather than serving from "
+         "scratch memory",
+         kExitKvDoesNotFit);
   std::size_t free_bytes = 0, total = 0;
-  if (!real_memory_info(&free_bytes, &total)) stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed");
+  if (!real_memory_info(&free_bytes, &total))
+    stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed; stopping rather than serving from scratch memory",
+         kExitKvDoesNotFit);
   const policy::Options& o = options();
+  const KvState& state = K();
+  std::string headroom_source;
   policy::CommitInputs in;
   in.kv_bytes = k.deferred_bytes;
   in.chunk_bytes = o.chunk_bytes;
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
-  // Serving runs the same forward passes the profiling pass measured: their activations must still
-  // fit after the commit, whatever the configured headroom says.
-  in.headroom_bytes = std::max<std::uint64_t>(o.headroom_bytes, profiling_peak_bytes(k.device));
+  in.headroom_bytes = serving_headroom(k, total, &headroom_source);
   in.host_vmm_supported = host_vmm_supported(k.device) != 0;
   in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
-  in.gpu_memory_utilization = policy::gpu_memory_utilization_from(read_cmdline());
+  in.gpu_memory_utilization = state.engine.gpu_memory_utilization;
   const policy::CommitPlan plan = policy::plan_commit(in);
   const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
                         : plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
                                                                            : "fail";
   trace_kv_event(
       "kv commit plan",
-      fmt::format(R"({{"device":{},"kv_bytes":{},"device_free_bytes":{},"headroom_bytes":{},"chunk_bytes":{},)"
-                  R"("verdict":"{}","device_chunks":{},"host_chunks":{},"margin_bytes":{},"deficit_bytes":{}}})",
-                  k.device, in.kv_bytes, free_bytes, in.headroom_bytes, in.chunk_bytes, verdict, plan.device_chunks,
-                  plan.host_chunks, plan.margin_bytes, plan.deficit_bytes));
-  if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message);
+      fmt::format(R"({{"device":{},"kv_bytes":{},"device_free_bytes":{},"headroom_bytes":{},"headroom_source":"{}",)"
+                  R"("chunk_bytes":{},"verdict":"{}","device_chunks":{},"host_chunks":{},"margin_bytes":{},)"
+                  R"("deficit_bytes":{}}})",
+                  k.device, in.kv_bytes, free_bytes, in.headroom_bytes, headroom_source, in.chunk_bytes, verdict,
+                  plan.device_chunks, plan.host_chunks, plan.margin_bytes, plan.deficit_bytes));
+  if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
   // The device takes whole chunks in region order until the plan's share is used; the rest is host.
   std::uint64_t device_budget = plan.device_chunks * o.chunk_bytes;
   for (Placement& r : k.regions) {
@@ -252,7 +312,8 @@ void commit_locked(DeviceKv& k, const char* trigger) {
       stop(
           fmt::format("kvremap: committing the KV region at {:#x} failed with driver error {}; stopping rather than "
                       "serving from scratch memory",
-                      r.base, static_cast<int>(e)));
+                      r.base, static_cast<int>(e)),
+          kExitKvDoesNotFit);
     device_budget -= std::min(device_budget, on_device);
   }
   k.committed = true;
@@ -261,8 +322,12 @@ void commit_locked(DeviceKv& k, const char* trigger) {
   trace_kv_event(
       "kv committed",
       fmt::format(
-          R"({{"device":{},"trigger":"{}","kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})",
-          k.device, trigger, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
+          R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})",
+          k.device, policy::to_string(reason), call, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes,
+          post_kv_peaks_json(k.device)));
+  // From here the same peaks measure serving, for the exit's "kv serving peaks".
+  start_post_kv_peaks(k.device);
+  log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
   if (k.arena->host_bytes() > 0) {
     // The plan counts nominal chunks; say what was actually placed.
     log().warn("{} (placed: {} chunks, {:.2f} GiB, on host memory)", plan.message, k.arena->host_chunks(),
@@ -270,6 +335,44 @@ void commit_locked(DeviceKv& k, const char* trigger) {
   } else {
     log().info("{}", plan.message);
   }
+}
+
+// Why defer mode ended start-up with nothing deferred, for the one warning that says so.
+std::string nothing_deferred_reason(const KvState& k) {
+  for (const auto& d : k.devices)
+    if (d && d->arena_failed) return fmt::format("the KV arena of device {} could not be reserved", d->device);
+  for (const auto& d : k.devices)
+    if (d && !d->regions.empty())
+      return fmt::format("device {} placed {} allocations in the arena but no KV burst was recognised (tag it with "
+                         "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
+                         d->device, d->regions.size());
+  return fmt::format("no allocation of at least KVREMAP_KV_MIN_BYTES={} was made after the engine's sizing memory "
+                     "query",
+                     policy::format_bytes(options().kv_min_bytes));
+}
+
+bool anything_deferred(const KvState& k) {
+  return std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) { return d && d->deferred; });
+}
+
+void warn_if_nothing_deferred(KvState& k) {
+  if (k.warned_nothing_deferred || anything_deferred(k)) return;
+  k.warned_nothing_deferred = true;
+  const std::string why = nothing_deferred_reason(k);
+  log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
+  trace_kv_event("kv nothing deferred", fmt::format(R"({{"reason":"{}"}})", why));
+}
+
+DeviceKv* device_holding(KvState& k, std::uint64_t address, std::uint64_t bytes) {
+  for (auto& slot : k.devices) {
+    if (!slot || !slot->arena || !slot->deferred || slot->committed) continue;
+    for (const Placement& r : slot->regions) {
+      if (!r.kv) continue;
+      const std::uint64_t size = slot->arena->region_bytes(r.base);
+      if (address < r.base + size && r.base < address + std::max<std::uint64_t>(bytes, 1)) return slot.get();
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -297,6 +400,15 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   CUdeviceptr base = 0;
   const CUresult r = d.arena->allocate(bytes, &base);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    std::size_t free_bytes = 0, total = 0;
+    if (real_memory_info(&free_bytes, &total) && free_bytes >= bytes) {
+      // The device has the memory: the arena's address range is what ran out. An ordinary
+      // allocation then, never an out-of-memory error the engine would not have had.
+      log().warn("device {}: the KV arena's {} of address space is full: a {} allocation stays ordinary (raise "
+                 "KVREMAP_ARENA_BYTES)",
+                 device, policy::format_bytes(d.arena->reserved_bytes()), policy::format_bytes(bytes));
+      return false;
+    }
     *result = r;  // what the plain allocation would have said too
     return true;
   }
@@ -331,17 +443,23 @@ bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
   return false;
 }
 
-void before(KvPoint point) {
+void before(KvPoint point, std::uint64_t stream) {
   if (capture_open()) return;
   if (point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed) == 0
-                                      : g_active.load(std::memory_order_relaxed) == 0)
+                                      : g_active.load(std::memory_order_relaxed) == 0) {
+    // A graph replay is serving: if defer mode has deferred nothing by then, say why once.
+    if (point == KvPoint::kGraphLaunch && !g_serving_checked.exchange(true)) {
+      KvState& k = K();
+      std::lock_guard<std::mutex> g(k.lock);
+      warn_if_nothing_deferred(k);
+    }
     return;
+  }
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   DeviceKv& d = k.at(device);
   if (d.committed || d.regions.empty()) return;
-  const std::uint64_t now = trace_now_ns();
   if (!d.deferred) {
     const std::uint64_t tensor = policy::kv_tensor_size(kv_tensor_bytes(device), options().kv_tensor_bytes);
     policy::BurstEndQuery q;
@@ -359,50 +477,59 @@ void before(KvPoint point) {
     }
   }
   if (!d.deferred || d.deferred_bytes == 0) return;
-  bool commit = false;
-  const char* trigger = "";
+  policy::CommitReason reason = policy::CommitReason::none;
+  const char* call = "";
   switch (point) {
-    case KvPoint::kMemoryQuery:
-      commit = d.trigger.on_memory_query(now);
-      trigger = "memory query";
-      break;
     case KvPoint::kGraphLaunch:
-      commit = d.trigger.on_graph_launch(now);
-      trigger = "graph launch";
+      reason = d.trigger.on_graph_launch();
+      call = "a graph launch";
       break;
     case KvPoint::kKernelLaunch:
-      commit = d.trigger.on_kernel_launch(now);
-      trigger = "kernel launch";
+      reason = d.trigger.on_kernel_launch(stream);
+      call = "a kernel launch";
       break;
     case KvPoint::kAllocation:
     case KvPoint::kModuleLoad:
-      d.trigger.start_up_activity(now);
-      break;
+    case KvPoint::kMemoryQuery:
     case KvPoint::kCaptureBegin:
-      break;
+      break;  // start-up work: none of these reads or writes the KV cache
   }
-  if (commit) commit_locked(d, trigger);
+  if (reason != policy::CommitReason::none) commit_locked(d, reason, call);
+}
+
+void touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  DeviceKv* d = device_holding(k, address, bytes);
+  if (!d) return;
+  if (capture_open()) {
+    // Recorded into a graph, not run: the graph's launch commits first.
+    return;
+  }
+  const policy::CommitReason reason = d->trigger.on_kv_access();
+  if (reason != policy::CommitReason::none) commit_locked(*d, reason, api);
 }
 
 }  // namespace kv_detail
 
-// A capture on any device is start-up activity for all of them, and blocks their commits while open.
-void kv_capture_began() {
+bool kv_pending() { return g_pending.load(std::memory_order_relaxed) != 0; }
+
+// A capture on any device blocks every device's commit while open; its stream is where that
+// engine's start-up warm-ups run.
+void kv_capture_began(std::uint64_t stream) {
   if (!kv_mode()) return;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  const std::uint64_t now = trace_now_ns();
   for (auto& d : k.devices)
-    if (d) d->trigger.capture_began(now);
+    if (d) d->trigger.capture_began(stream);
 }
 
-void kv_capture_ended() {
+void kv_capture_ended(std::uint64_t stream) {
   if (!kv_mode()) return;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  const std::uint64_t now = trace_now_ns();
   for (auto& d : k.devices)
-    if (d) d->trigger.capture_ended(now);
+    if (d) d->trigger.capture_ended(stream);
 }
 
 std::size_t kv_reported_free(std::size_t driver_free) {
@@ -416,7 +543,31 @@ std::size_t kv_reported_free(std::size_t driver_free) {
   // would see with the KV cache fully backed.
   const std::uint64_t hidden =
       d.deferred_bytes > options().scratch_bytes ? d.deferred_bytes - options().scratch_bytes : 0;
-  return driver_free > hidden ? driver_free - hidden : 0;
+  if (driver_free >= hidden) return driver_free - hidden;
+  // With the KV cache backed the engine would already have run out of memory: its start-up needs
+  // more than its sizing left. There is no negative free memory to report; say so once.
+  if (!k.warned_free_below_zero) {
+    k.warned_free_below_zero = true;
+    const std::uint64_t short_by = hidden - driver_free;
+    log().warn("device {}: with its KV cache backed the engine would now have {} less than nothing free; memory "
+               "queries report 0 until the commit, and the commit plan takes the shortfall from the KV cache",
+               d.device, policy::format_bytes(short_by));
+    trace_kv_event("kv free below zero", fmt::format(R"({{"device":{},"short_bytes":{}}})", d.device, short_by));
+  }
+  return 0;
+}
+
+void kv_at_exit() {
+  if (!kv_mode()) return;
+  KvState& k = K();
+  // A failed commit stops the process from inside the lock: nothing more to say then.
+  std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  for (const auto& d : k.devices)
+    if (d && d->committed)
+      trace_kv_event("kv serving peaks",
+                     fmt::format(R"({{"device":{},"since_commit":{}}})", d->device, post_kv_peaks_json(d->device)));
+  warn_if_nothing_deferred(k);
 }
 
 }  // namespace kvremap::interpose
@@ -449,8 +600,10 @@ extern "C" __attribute__((visibility("default"))) int kvremap_commit(void) {
     KvState& k = K();
     std::lock_guard<std::mutex> g(k.lock);
     DeviceKv& d = k.at(device);
-    if (!d.deferred || d.committed || !d.trigger.on_manual_commit()) return -1;
-    commit_locked(d, "kvremap_commit");
+    if (!d.deferred || d.committed) return -1;
+    const kvremap::policy::CommitReason reason = d.trigger.on_manual_commit();
+    if (reason == kvremap::policy::CommitReason::none) return -1;
+    commit_locked(d, reason, "kvremap_commit()");
     return 0;
   } catch (...) {
     return -1;

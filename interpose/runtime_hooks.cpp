@@ -163,7 +163,7 @@ KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes)
     cudaError_t r = real(stream, mode);                                                 \
     if (r == cudaSuccess) {                                                             \
       on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-      kv_capture_began();                                                               \
+      kv_capture_began(capture_stream_key(stream, per_thread));                         \
     }                                                                                   \
     return r;                                                                           \
   }
@@ -176,7 +176,8 @@ KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
     cudaError_t r = real(stream, graph);                                                                       \
     if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);                        \
     if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(capture_stream_key(stream, per_thread), false); \
-    if (r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated) kv_capture_ended();                        \
+    if (r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated)                                            \
+      kv_capture_ended(capture_stream_key(stream, per_thread));                                                \
     return r;                                                                                                  \
   }
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture, false)

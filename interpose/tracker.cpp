@@ -88,7 +88,7 @@ void feed_phase(int device, policy::EventKind kind) {
     // what serving's forward passes will need again.
     if (change && change->to == policy::Phase::kv_allocation) {
       DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
-      d.profiling_peak.store(d.last_transient_peak.load());
+      d.profiling_peak.store(std::max(d.last_transient_peak.load(), d.profiling_transient_max.load()));
     }
     if (change && phase_now == policy::Phase::serving) {
       bool all = true;
@@ -296,6 +296,22 @@ std::string post_kv_peaks_json(int device) {
   return j + "}";
 }
 
+PostKvNeeds post_kv_needs(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  PostKvNeeds n;
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const CategoryStats& c = d.categories[i];
+    const std::int64_t live = c.live.load(), start = c.post_kv_start.load(), peak = c.post_kv_peak.load();
+    if (kAllCategories[i] != policy::Category::kv && live > start) n.resident_growth += static_cast<std::uint64_t>(live - start);
+    if (peak > live) n.transient += static_cast<std::uint64_t>(peak - live);
+  }
+  return n;
+}
+
+std::uint64_t sizing_free_bytes(int device) {
+  return S().devices[static_cast<std::size_t>(device_index(device))].sizing_free.load();
+}
+
 std::uint64_t profiling_peak_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
 }
@@ -448,6 +464,11 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     const std::int64_t transient = d.other_max_since_query.load() - other_now;
     d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
     d.other_max_since_query.store(other_now);
+    if (static_cast<policy::Phase>(d.phase_now.load()) == policy::Phase::profiling && transient > 0)
+      d.profiling_transient_max.store(
+          std::max(d.profiling_transient_max.load(), static_cast<std::uint64_t>(transient)));
+    if (!d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation)
+      d.sizing_free.store(returned_free);
     std::string args;
     {
       std::lock_guard<std::mutex> g(S().lock);

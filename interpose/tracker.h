@@ -78,6 +78,15 @@ std::uint64_t profiling_peak_bytes(int device);
 // JSON object {"kv":{"at_kv_end":N,"peak":N,"peak_above":N},...} of those peaks, for the commit event.
 void start_post_kv_peaks(int device);
 std::string post_kv_peaks_json(int device);
+// Since start_post_kv_peaks: what stays resident beyond the KV cache (every other category's live
+// bytes above their level then), and what came and went (each category's peak above its live now).
+struct PostKvNeeds {
+  std::uint64_t resident_growth = 0;
+  std::uint64_t transient = 0;
+};
+PostKvNeeds post_kv_needs(int device);
+// The free memory the engine's last query before its KV burst returned: what it sized the KV cache from.
+std::uint64_t sizing_free_bytes(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
 // A kv-category instant event with preformatted JSON args (written at once).

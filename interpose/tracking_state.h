@@ -68,7 +68,12 @@ struct DeviceStats {
   std::array<CategoryStats, kCategories> categories;
   std::atomic<std::uint64_t> total{0};
   std::atomic<std::uint64_t> last_transient_peak{0};
+  // The largest transient measured at any query of the profiling phase: engines that estimate graph
+  // memory query again after the profiling forward, which must not hide its activations.
+  std::atomic<std::uint64_t> profiling_transient_max{0};
   std::atomic<std::uint64_t> profiling_peak{0};
+  // Free memory the engine was told at its last query before the KV burst: the one it sized from.
+  std::atomic<std::uint64_t> sizing_free{0};
 };
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture

@@ -1,90 +1,82 @@
-// The commit trigger's rules, per mode; see commit_trigger.h for why each decision point is one.
+// The commit trigger's rules; commit_trigger.h states the invariant they keep.
 #include "policy/commit_trigger.h"
 
-#include <charconv>
+#include <algorithm>
 
 namespace kvremap::policy {
-
-std::optional<TriggerConfig> parse_trigger(std::string_view text, std::uint64_t quiet_ms_default) {
-  TriggerConfig c;
-  c.quiet_ns = quiet_ms_default * 1'000'000ULL;
-  if (text == "auto") {
-    c.mode = TriggerMode::automatic;
-  } else if (text == "first-query") {
-    c.mode = TriggerMode::first_query;
-  } else if (text == "graph-launch") {
-    c.mode = TriggerMode::graph_launch;
-  } else if (text == "manual") {
-    c.mode = TriggerMode::manual;
-  } else if (text.rfind("quiet:", 0) == 0) {
-    const std::string_view ms = text.substr(6);
-    std::uint64_t value = 0;
-    auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), value);
-    if (ms.empty() || ec != std::errc() || end != ms.data() + ms.size() || value > 24ULL * 3600 * 1000)
-      return std::nullopt;
-    c.mode = TriggerMode::quiet;
-    c.quiet_ns = value * 1'000'000ULL;
-  } else {
-    return std::nullopt;
-  }
-  return c;
-}
 
 std::string_view to_string(TriggerMode mode) {
   switch (mode) {
     case TriggerMode::automatic:
       return "auto";
-    case TriggerMode::first_query:
-      return "first-query";
-    case TriggerMode::graph_launch:
-      return "graph-launch";
-    case TriggerMode::quiet:
-      return "quiet";
+    case TriggerMode::first_launch:
+      return "first-launch";
     case TriggerMode::manual:
       return "manual";
   }
   return "auto";
 }
 
-void CommitTrigger::arm(std::uint64_t now_ns) {
-  if (state_ != State::waiting) return;
-  state_ = State::armed;
-  last_activity_ns_ = now_ns;
-}
-
-void CommitTrigger::capture_began(std::uint64_t now_ns) {
-  ++open_captures_;
-  last_activity_ns_ = now_ns;
-}
-
-void CommitTrigger::capture_ended(std::uint64_t now_ns) {
-  if (open_captures_ > 0) --open_captures_;
-  last_activity_ns_ = now_ns;
-}
-
-void CommitTrigger::start_up_activity(std::uint64_t now_ns) { last_activity_ns_ = now_ns; }
-
-bool CommitTrigger::on_memory_query(std::uint64_t) { return can_commit() && config_.mode == TriggerMode::first_query; }
-
-bool CommitTrigger::on_graph_launch(std::uint64_t) {
-  // In every mode: a replayed graph reads the KV cache, so it must never find it on scratch.
-  return can_commit();
-}
-
-bool CommitTrigger::on_kernel_launch(std::uint64_t now_ns) {
-  if (!can_commit()) return false;
-  switch (config_.mode) {
-    case TriggerMode::automatic:
-    case TriggerMode::quiet:
-      return quiet_since(now_ns);
-    case TriggerMode::first_query:
-    case TriggerMode::graph_launch:
-    case TriggerMode::manual:
-      return false;
+std::string_view to_string(CommitReason reason) {
+  switch (reason) {
+    case CommitReason::none:
+      return "none";
+    case CommitReason::graph_launch:
+      return "graph launch";
+    case CommitReason::kv_access:
+      return "KV access";
+    case CommitReason::launch_off_capture_streams:
+      return "kernel launch off the capture streams";
+    case CommitReason::launch_without_graphs:
+      return "kernel launch, no captures expected";
+    case CommitReason::first_launch:
+      return "first launch";
+    case CommitReason::manual:
+      return "kvremap_commit";
   }
-  return false;
+  return "none";
 }
 
-bool CommitTrigger::on_manual_commit() { return can_commit(); }
+void CommitTrigger::arm() {
+  if (state_ == State::waiting) state_ = State::armed;
+}
+
+void CommitTrigger::capture_began(std::uint64_t stream) {
+  ++open_captures_;
+  if (is_capture_stream(stream) || capture_streams_used_ == kMaxCaptureStreams) return;
+  capture_streams_[capture_streams_used_++] = stream;
+}
+
+void CommitTrigger::capture_ended(std::uint64_t) {
+  if (open_captures_ > 0) --open_captures_;
+}
+
+bool CommitTrigger::is_capture_stream(std::uint64_t stream) const {
+  const auto end = capture_streams_.begin() + static_cast<std::ptrdiff_t>(capture_streams_used_);
+  return std::find(capture_streams_.begin(), end, stream) != end;
+}
+
+CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream) {
+  if (!can_commit()) return CommitReason::none;
+  switch (config_.mode) {
+    case TriggerMode::first_launch:
+      return CommitReason::first_launch;
+    case TriggerMode::manual:
+      return CommitReason::none;
+    case TriggerMode::automatic:
+      if (!config_.graphs_expected) return CommitReason::launch_without_graphs;
+      if (!captured() || is_capture_stream(stream)) return CommitReason::none;
+      return CommitReason::launch_off_capture_streams;
+  }
+  return CommitReason::none;
+}
+
+CommitReason CommitTrigger::on_graph_launch() {
+  return can_commit() ? CommitReason::graph_launch : CommitReason::none;
+}
+
+CommitReason CommitTrigger::on_kv_access() { return can_commit() ? CommitReason::kv_access : CommitReason::none; }
+
+CommitReason CommitTrigger::on_manual_commit() { return can_commit() ? CommitReason::manual : CommitReason::none; }
 
 }  // namespace kvremap::policy

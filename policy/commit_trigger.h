@@ -1,76 +1,86 @@
-// When to commit the deferred KV cache: a pure state machine over start-up milestones and launches.
+// When to commit the deferred KV cache: a pure state machine over captures, launches and KV accesses.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <optional>
-#include <string>
 #include <string_view>
 
 namespace kvremap::policy {
 
+// KVREMAP_COMMIT's values (policy::CommitWhen in options.h lists them in the same order).
 enum class TriggerMode : std::uint8_t {
-  // Every mode commits before a graph launch outside capture: a replayed graph reads the KV cache.
-  automatic,     // "auto": that, or a kernel launch after quiet_ns without start-up activity
-  first_query,   // "first-query": that, or the first memory query outside capture once armed
-  graph_launch,  // "graph-launch": only that
-  quiet,         // "quiet:<ms>": that, or a kernel launch after <ms> without start-up activity
-  manual,        // "manual": that, or kvremap_commit()
+  automatic,     // "auto": start-up windows proven from captures and the engine's flags (below)
+  first_launch,  // "first-launch": before the first launch of any kind after the KV burst
+  manual,        // "manual": the engine calls kvremap_commit(); graph launches and KV accesses still commit
 };
+std::string_view to_string(TriggerMode mode);
 
 struct TriggerConfig {
   TriggerMode mode = TriggerMode::automatic;
-  std::uint64_t quiet_ns = 5'000'000'000ULL;  // KVREMAP_QUIET_MS; "quiet:<ms>" sets it too
+  // Captures follow the KV burst (a recognised engine in graph mode: policy/engine.h). Without that
+  // knowledge no launch after the burst can be told from serving.
+  bool graphs_expected = false;
 };
 
-// "auto", "first-query", "graph-launch", "quiet:250", "manual"; nullopt for anything else.
-// `quiet_ms_default` is used by "auto" (KVREMAP_QUIET_MS).
-std::optional<TriggerConfig> parse_trigger(std::string_view text, std::uint64_t quiet_ms_default);
-std::string_view to_string(TriggerMode mode);
+// Why a decision point commits, for the trace and the log.
+enum class CommitReason : std::uint8_t {
+  none,              // not now
+  graph_launch,      // a graph replay outside capture reads the KV cache
+  kv_access,         // a copy, memset, IPC handle, export or range query touching a KV tensor
+  launch_off_capture_streams,  // a kernel on a stream no capture ran on, after captures: serving
+  launch_without_graphs,       // a kernel after the burst of an engine that will not capture
+  first_launch,                // KVREMAP_COMMIT=first-launch
+  manual,                      // kvremap_commit()
+};
+std::string_view to_string(CommitReason reason);
 
-// Fed by the interposer, on the engine's thread, in event order. Times are nanoseconds on one clock.
-//
-// Why "auto" is a launch, never a memory query: engines query between captures (SGLang logs the
-// memory left after each batch size), and both vLLM and SGLang run eager warm-up kernels before
-// every capture, so neither a query nor a plain kernel launch marks the end of start-up. A graph
-// launch outside capture is serving (graphs are only replayed once captured); an engine that never
-// captures (eager mode) is committed at its first kernel launch after quiet_ns without start-up
-// activity (KV deferral, a capture, a module load, an allocation), because compilation and
-// autotuning load modules and allocate right before they launch.
-// The invariant this serves: every decision point is a call the interposer sees before it reaches
-// the driver, so the commit happens before the launch that would read scratch-backed KV.
+// The commit invariant: no work that could be serving runs on deferred KV. Work on deferred KV is
+// allowed only in start-up windows this machine can prove:
+// - with graphs expected and no capture yet: kernel launches (compile warm-ups, autotuning) — both
+//   vLLM and SGLang capture before they serve, and neither serves before its capture loop;
+// - once a capture has begun: kernel launches on the streams captures ran on (the warm-up forwards
+//   each engine runs on its capture stream before every capture). vLLM's and SGLang's serving runs
+//   on other streams (the default or a forward stream), so its first kernel commits;
+// - while any capture is open: everything (a capture records work rather than running it, and
+//   committing would synchronise, which a capture forbids).
+// Any graph launch outside capture, and any access to a KV tensor by copy, memset, export or range
+// query, commits. Without graphs expected the first launch after the burst commits. Memory queries
+// never decide: engines query between captures.
 class CommitTrigger {
  public:
   explicit CommitTrigger(TriggerConfig config) : config_(config) {}
 
   // The KV burst is over and its backing deferred: from now on a decision point may commit.
-  void arm(std::uint64_t now_ns);
-  // Start-up activity: resets the quiet clock. Captures also block committing while open.
-  void capture_began(std::uint64_t now_ns);
-  void capture_ended(std::uint64_t now_ns);
-  void start_up_activity(std::uint64_t now_ns);  // a module load or an allocation
+  void arm();
+  void capture_began(std::uint64_t stream);
+  void capture_ended(std::uint64_t stream);
 
-  // Decision points: true means "commit now, before this call goes on". Never true while a capture
-  // is open (committing synchronises, which a capture forbids), before arm(), or after commit.
-  bool on_memory_query(std::uint64_t now_ns);
-  bool on_graph_launch(std::uint64_t now_ns);
-  bool on_kernel_launch(std::uint64_t now_ns);
-  // kvremap_commit(): true unless not armed yet, a capture is open, or already committed.
-  bool on_manual_commit();
+  // Decision points, each before the call reaches the driver. Never a commit while a capture is
+  // open, before arm(), or after committed().
+  CommitReason on_kernel_launch(std::uint64_t stream);
+  CommitReason on_graph_launch();
+  CommitReason on_kv_access();
+  CommitReason on_manual_commit();
 
   void committed() { state_ = State::committed; }
   bool armed() const { return state_ == State::armed; }
   bool is_committed() const { return state_ == State::committed; }
   int open_captures() const { return open_captures_; }
+  bool captured() const { return capture_streams_used_ > 0; }
 
  private:
   enum class State : std::uint8_t { waiting, armed, committed };
   bool can_commit() const { return state_ == State::armed && open_captures_ == 0; }
-  bool quiet_since(std::uint64_t now_ns) const { return now_ns >= last_activity_ns_ + config_.quiet_ns; }
+  bool is_capture_stream(std::uint64_t stream) const;
 
   TriggerConfig config_;
   State state_ = State::waiting;
   int open_captures_ = 0;
-  std::uint64_t last_activity_ns_ = 0;
+  // Streams captures began on (engines use one or two); beyond the table, a further stream makes
+  // its launches commit, which is never wrong.
+  static constexpr std::size_t kMaxCaptureStreams = 16;
+  std::array<std::uint64_t, kMaxCaptureStreams> capture_streams_{};
+  std::size_t capture_streams_used_ = 0;
 };
 
 }  // namespace kvremap::policy

@@ -18,7 +18,8 @@ constexpr std::array kModeNames{KVREMAP_MODES(KVREMAP_ENUM_NAME)};
 constexpr std::array kLogLevelNames{KVREMAP_LOG_LEVELS(KVREMAP_ENUM_NAME)};
 #undef KVREMAP_ENUM_NAME
 
-constexpr std::array<std::string_view, 5> kCommitNames{"auto", "first-query", "graph-launch", "quiet", "manual"};
+constexpr std::array<std::string_view, 3> kCommitNames{"auto", "first-launch", "manual"};
+constexpr std::array<std::string_view, 4> kEngineNames{"auto", "vllm", "sglang", "other"};
 constexpr std::array<std::string_view, 2> kDeficitNames{"host", "fail"};
 
 constexpr std::string_view kPrefix = "KVREMAP_";
@@ -50,13 +51,15 @@ constexpr std::array<OptionSpec, 15> kOptions{{
      "cache in its arena, defers its backing during start-up work and commits it afterwards.",
      assign_enum<&Options::mode>, read_enum<&Options::mode>},
     {"KVREMAP_COMMIT", OptionType::enumeration, "auto", kCommitNames,
-     "When deferred KV memory is committed: `auto` (first graph replay, or a kernel launch after "
-     "`KVREMAP_QUIET_MS` without start-up activity), `first-query`, `graph-launch`, `quiet`, `manual` "
-     "(`kvremap_commit()`); every mode commits before a graph replay.",
+     "When deferred KV memory is committed: `auto` before the first call that could be serving (docs/kv-deferral.md), "
+     "`first-launch` before any launch after the KV burst, `manual` at `kvremap_commit()`; every mode commits before "
+     "a graph replay or a copy, memset or export of KV.",
      assign_enum<&Options::commit>, read_enum<&Options::commit>},
-    {"KVREMAP_QUIET_MS", OptionType::count, "5000", {},
-     "Milliseconds without start-up activity after which a kernel launch commits (`auto`, `quiet`).",
-     assign_plain<&Options::quiet_ms>, read_plain<&Options::quiet_ms>},
+    {"KVREMAP_ENGINE", OptionType::enumeration, "auto", kEngineNames,
+     "The engine in this process: `auto` reads it from the command line (an ancestor's for multiprocessing "
+     "children); `vllm`, `sglang` name it for launchers that hide it; `other` assumes no CUDA-graph capture follows "
+     "the KV cache, so the commit comes before the first launch.",
+     assign_enum<&Options::engine>, read_enum<&Options::engine>},
     {"KVREMAP_HEADROOM", OptionType::size, "256MiB", {}, "Device memory left free when the KV cache is committed.",
      assign_plain<&Options::headroom_bytes>, read_plain<&Options::headroom_bytes>},
     {"KVREMAP_DEFICIT", OptionType::enumeration, "host", kDeficitNames,
@@ -162,6 +165,53 @@ std::string cell(std::string_view text) {
     if (c == '|') out += '\\';
     out += c;
   }
+  return out;
+}
+
+std::string size_text(std::uint64_t bytes) { return format_size_exactly(bytes); }
+
+// The largest power of two that divides `chunk` and is at most `limit` (at least 1).
+std::uint64_t power_of_two_divisor(std::uint64_t chunk, std::uint64_t limit) {
+  std::uint64_t d = 1;
+  while (d * 2 <= limit && chunk % (d * 2) == 0) d *= 2;
+  return d;
+}
+
+// Settings that are each valid but cannot work together, and settings that would do nothing.
+std::vector<OptionProblem> combination_problems(const Options& o, const std::vector<std::string_view>& given) {
+  std::vector<OptionProblem> out;
+  auto add = [&](std::string_view variable, std::uint64_t value, std::string message) {
+    out.push_back({std::string(variable), size_text(value), "kvremap: " + std::move(message)});
+  };
+  if (o.mode != Mode::defer) {
+    static constexpr std::array<std::string_view, 9> kDeferOnly{
+        "KVREMAP_COMMIT",        "KVREMAP_ENGINE",      "KVREMAP_HEADROOM",     "KVREMAP_DEFICIT",
+        "KVREMAP_CHUNK_BYTES",   "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES", "KVREMAP_KV_MIN_BYTES",
+        "KVREMAP_KV_TENSOR_BYTES"};
+    for (std::string_view name : given)
+      if (std::find(kDeferOnly.begin(), kDeferOnly.end(), name) != kDeferOnly.end())
+        out.push_back({std::string(name), "", "kvremap: " + std::string(name) + " has no effect with KVREMAP_MODE=" +
+                                                  std::string(to_string(o.mode)) + ": set KVREMAP_MODE=defer to use it"});
+    return out;
+  }
+  const std::string chunk = "KVREMAP_CHUNK_BYTES=" + size_text(o.chunk_bytes);
+  const std::string scratch = "KVREMAP_SCRATCH_BYTES=" + size_text(o.scratch_bytes);
+  if (o.chunk_bytes == 0) {
+    add("KVREMAP_CHUNK_BYTES", 0, chunk + " is too small: KV is backed by chunks of at least the VMM granularity; use "
+                                          "a size such as 512MiB");
+  } else if (o.scratch_bytes == 0) {
+    add("KVREMAP_SCRATCH_BYTES", 0, scratch + " is too small: use a size that divides " + chunk + ", such as " +
+                                        size_text(power_of_two_divisor(o.chunk_bytes, 64ULL << 20)));
+  } else if (o.scratch_bytes > o.chunk_bytes || o.chunk_bytes % o.scratch_bytes != 0) {
+    add("KVREMAP_SCRATCH_BYTES", o.scratch_bytes,
+        scratch + " does not divide " + chunk + ": the scratch is mapped a whole number of times over each chunk; use " +
+            size_text(power_of_two_divisor(o.chunk_bytes, o.scratch_bytes)) + " or another divisor of the chunk");
+  }
+  if (o.arena_bytes != 0 && o.chunk_bytes != 0 && o.arena_bytes < o.chunk_bytes)
+    add("KVREMAP_ARENA_BYTES", o.arena_bytes,
+        "KVREMAP_ARENA_BYTES=" + size_text(o.arena_bytes) + " is below " + chunk +
+            ": the arena must hold at least one chunk; use 0 (twice the device memory) or at least " +
+            size_text(o.chunk_bytes));
   return out;
 }
 
@@ -341,6 +391,11 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
 
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".
   parsed.strict = requested.strict;
+  if (!any_invalid) {
+    std::vector<OptionProblem> conflicts = combination_problems(requested, seen);
+    any_invalid = !conflicts.empty() && requested.mode == Mode::defer;
+    for (OptionProblem& p : conflicts) parsed.problems.push_back(std::move(p));
+  }
   if (!any_invalid) {
     parsed.options = requested;
     return parsed;

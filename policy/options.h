@@ -32,7 +32,9 @@ std::string_view to_string(LogLevel level);
 // The settings in force. Build one with default_options() or parse_options(); a value-initialised
 // Options{} is not the documented defaults (those live in the table only).
 // KVREMAP_COMMIT's values, in policy::TriggerMode's order (names with '-' cannot be X-macro names).
-enum class CommitWhen : std::uint8_t { automatic, first_query, graph_launch, quiet, manual };
+enum class CommitWhen : std::uint8_t { automatic, first_launch, manual };
+// KVREMAP_ENGINE's values: `detect` reads the command line; the others name the engine.
+enum class EngineWhen : std::uint8_t { detect, vllm, sglang, other };
 // KVREMAP_DEFICIT's values, in policy::DeficitMode's order.
 enum class DeficitWhen : std::uint8_t { host, fail };
 
@@ -41,7 +43,7 @@ struct Options {
   // Beside `mode`: every tracked allocation reads both, so they share a cache line.
   std::uint64_t stack_min_bytes{};  // allocations of at least this many bytes get caller attribution
   CommitWhen commit{};
-  std::uint64_t quiet_ms{};
+  EngineWhen engine{};
   std::uint64_t headroom_bytes{};
   DeficitWhen deficit{};
   std::uint64_t chunk_bytes{};

@@ -1,127 +1,182 @@
-// Unit tests for policy/commit_trigger over start-up sequences modelled on vLLM, SGLang and eager engines.
+// Unit tests for policy/commit_trigger over the start-up sequences vLLM V1, SGLang and eager engines run.
 #include "policy/commit_trigger.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 using namespace kvremap::policy;
 
 namespace {
-constexpr std::uint64_t kMs = 1'000'000ULL;
 
-TriggerConfig mode(const char* text) {
-  auto c = parse_trigger(text, 5000);
-  EXPECT_TRUE(c.has_value()) << text;
-  return c.value_or(TriggerConfig{});
-}
+constexpr std::uint64_t kMain = 0;          // the legacy default stream, where vLLM's model runner works
+constexpr std::uint64_t kCapture = 0x5100;  // graph_capture()'s side stream
+constexpr std::uint64_t kForward = 0x5200;  // SGLang's overlap-scheduler forward stream
 
-// vLLM: query before the capture loop, per size eager warm-ups then one capture, query after the
-// loop, then serving replays graphs. Returns the step at which the trigger fired (-1: never).
-int vllm_sequence(CommitTrigger& t, int sizes) {
-  std::uint64_t now = 10 * kMs;
-  int step = 0;
-  t.arm(now);
-  if (t.on_memory_query(now += kMs)) return step;
-  ++step;
-  for (int s = 0; s < sizes; ++s) {
-    for (int w = 0; w < 3; ++w, ++step)
-      if (t.on_kernel_launch(now += kMs)) return step;
-    t.capture_began(now += kMs);
-    if (t.on_kernel_launch(now += kMs) || t.on_memory_query(now)) return step;  // inside capture
-    t.capture_ended(now += kMs);
-    ++step;
+// One step of an engine's sequence after the KV burst, as the interposer reports it.
+struct Step {
+  enum Kind { launch, graph_launch, capture_begin, capture_end, kv_access };
+  Step(Kind k, std::uint64_t s = kMain, std::string w = "") : kind(k), stream(s), what(std::move(w)) {}
+  Kind kind;
+  std::uint64_t stream;
+  std::string what;  // the engine's own name for the step, for failure messages
+};
+
+// Feeds `steps` after arming; returns the index of the step that committed (-1: none) and its reason.
+std::pair<int, CommitReason> run(TriggerConfig config, const std::vector<Step>& steps) {
+  CommitTrigger t(config);
+  t.arm();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CommitReason r = CommitReason::none;
+    switch (steps[i].kind) {
+      case Step::launch:
+        r = t.on_kernel_launch(steps[i].stream);
+        break;
+      case Step::graph_launch:
+        r = t.on_graph_launch();
+        break;
+      case Step::kv_access:
+        r = t.on_kv_access();
+        break;
+      case Step::capture_begin:
+        t.capture_began(steps[i].stream);
+        break;
+      case Step::capture_end:
+        t.capture_ended(steps[i].stream);
+        break;
+    }
+    if (r != CommitReason::none) return {static_cast<int>(i), r};
   }
-  if (t.on_memory_query(now += kMs)) return step;
-  ++step;
-  if (t.on_graph_launch(now += kMs)) return step;
-  return -1;
+  return {-1, CommitReason::none};
 }
+
+void append_capture_loop(std::vector<Step>& s, int sizes, int warmups, bool piecewise = false) {
+  for (int size = 0; size < sizes; ++size) {
+    for (int w = 0; w < warmups; ++w) s.push_back({Step::launch, kCapture, "capture warm-up forward"});
+    s.push_back({Step::capture_begin, kCapture, "capture begin"});
+    s.push_back({Step::launch, kCapture, "captured kernel"});
+    s.push_back({Step::capture_end, kCapture, "capture end"});
+    if (piecewise) {  // attention runs eagerly between the pieces, on the same stream
+      s.push_back({Step::launch, kCapture, "eager attention between pieces"});
+      s.push_back({Step::capture_begin, kCapture, "next piece"});
+      s.push_back({Step::capture_end, kCapture, "next piece end"});
+    }
+  }
+}
+
+// vLLM V1 graph mode (gpu_worker.compile_or_warm_up_model → capture_model): compile-size dummy runs
+// and kernel autotuning on the main stream, then the capture loop on graph_capture()'s side stream.
+std::vector<Step> vllm_graph_start_up(bool piecewise = false) {
+  std::vector<Step> s;
+  for (int i = 0; i < 6; ++i) s.push_back({Step::launch, kMain, "compile-size warm-up / autotune"});
+  append_capture_loop(s, 5, 2, piecewise);
+  return s;
+}
+
+constexpr TriggerConfig kGraphEngine{TriggerMode::automatic, true};
+constexpr TriggerConfig kEagerEngine{TriggerMode::automatic, false};
+
 }  // namespace
 
-TEST(CommitTrigger, ParsesEveryModeAndRejectsOthers) {
-  EXPECT_EQ(mode("auto").mode, TriggerMode::automatic);
-  EXPECT_EQ(mode("auto").quiet_ns, 5000 * kMs);
-  EXPECT_EQ(mode("first-query").mode, TriggerMode::first_query);
-  EXPECT_EQ(mode("graph-launch").mode, TriggerMode::graph_launch);
-  EXPECT_EQ(mode("manual").mode, TriggerMode::manual);
-  EXPECT_EQ(mode("quiet:250").mode, TriggerMode::quiet);
-  EXPECT_EQ(mode("quiet:250").quiet_ns, 250 * kMs);
-  for (const char* bad : {"", "Auto", "quiet:", "quiet:x", "quiet:-1", "graph", "quiet:99999999999"})
-    EXPECT_FALSE(parse_trigger(bad, 5000)) << bad;
+TEST(CommitTrigger, VllmGraphModeCommitsAtTheSamplerWarmUpAfterTheCaptureLoop) {
+  auto s = vllm_graph_start_up();
+  const int first_after = static_cast<int>(s.size());
+  s.push_back({Step::launch, kMain, "_dummy_sampler_run"});
+  s.push_back({Step::graph_launch, kMain, "first decode replay"});
+  EXPECT_EQ(run(kGraphEngine, s), std::make_pair(first_after, CommitReason::launch_off_capture_streams));
 }
 
-TEST(CommitTrigger, AutoCommitsVllmAtTheFirstGraphReplayNotBefore) {
-  CommitTrigger t(mode("auto"));
-  const int sizes = 67;
-  // The last step, the replay: no warm-up launch, no query before or between captures commits.
-  EXPECT_EQ(vllm_sequence(t, sizes), 1 + sizes * 4 + 1);
+TEST(CommitTrigger, VllmFirstRequestAnEagerPrefillAboveTheLargestCaptureCommitsBeforeIt) {
+  auto s = vllm_graph_start_up();
+  const int prefill = static_cast<int>(s.size());
+  s.push_back({Step::launch, kMain, "eager prefill of 8192 tokens"});
+  EXPECT_EQ(run(kGraphEngine, s).first, prefill);
 }
 
-TEST(CommitTrigger, AQueryBetweenCapturesIsNotTheEnd) {
-  // SGLang queries after every capture; warm-up launches follow before the next one.
-  CommitTrigger t(mode("auto"));
-  std::uint64_t now = 0;
-  t.arm(now);
-  for (int s = 0; s < 5; ++s) {
-    EXPECT_FALSE(t.on_kernel_launch(now += kMs));
-    t.capture_began(now += kMs);
-    t.capture_ended(now += kMs);
-    EXPECT_FALSE(t.on_memory_query(now += kMs)) << "capture " << s;
+TEST(CommitTrigger, VllmPiecewiseCaptureKeepsEagerAttentionBetweenPiecesDeferred) {
+  auto s = vllm_graph_start_up(true);
+  const int serving = static_cast<int>(s.size());
+  s.push_back({Step::graph_launch, kMain, "piecewise replay"});
+  EXPECT_EQ(run(kGraphEngine, s), std::make_pair(serving, CommitReason::graph_launch));
+}
+
+TEST(CommitTrigger, EnforceEagerCommitsBeforeTheFirstLaunchAfterTheBurst) {
+  std::vector<Step> s = {{Step::launch, kMain, "warm-up dummy run"}, {Step::launch, kMain, "serving prefill"}};
+  EXPECT_EQ(run(kEagerEngine, s), std::make_pair(0, CommitReason::launch_without_graphs));
+}
+
+// SGLang (cuda_graph_runner.capture): per batch size a memory query (no decision), two eager
+// warm-ups on the capture stream, then the capture; after start-up the server's own warm-up request
+// prefills eagerly on the default stream (or the overlap scheduler's forward stream).
+TEST(CommitTrigger, SglangWarmUpRequestCommitsBeforeItsPrefill) {
+  for (std::uint64_t serving_stream : {kMain, kForward}) {
+    std::vector<Step> s = {{Step::launch, kMain, "torch.zeros of the graph runner's buffers"}};
+    append_capture_loop(s, 4, 2);
+    const int prefill = static_cast<int>(s.size());
+    s.push_back({Step::launch, serving_stream, "warm-up request prefill"});
+    s.push_back({Step::graph_launch, serving_stream, "decode replay"});
+    EXPECT_EQ(run(kGraphEngine, s), std::make_pair(prefill, CommitReason::launch_off_capture_streams))
+        << serving_stream;
   }
-  EXPECT_TRUE(t.on_graph_launch(now += kMs));
 }
 
-TEST(CommitTrigger, NothingCommitsWhileACaptureIsOpenOrBeforeArming) {
-  CommitTrigger t(mode("first-query"));
-  EXPECT_FALSE(t.on_memory_query(kMs)) << "not armed: the KV burst is not over";
-  EXPECT_FALSE(t.on_graph_launch(kMs));
-  t.arm(2 * kMs);
-  t.capture_began(3 * kMs);
-  EXPECT_FALSE(t.on_memory_query(4 * kMs));
-  EXPECT_FALSE(t.on_graph_launch(4 * kMs)) << "a launch into a capture is recorded, not run";
-  EXPECT_FALSE(t.on_manual_commit());
-  t.capture_ended(5 * kMs);
-  EXPECT_TRUE(t.on_memory_query(6 * kMs));
+TEST(CommitTrigger, SglangDisableCudaGraphCommitsAtTheFirstLaunch) {
+  std::vector<Step> s = {{Step::launch, kMain, "warm-up request prefill"}};
+  EXPECT_EQ(run(kEagerEngine, s).first, 0);
+}
+
+TEST(CommitTrigger, GraphLaunchesAndKvAccessCommitInEveryMode) {
+  for (TriggerMode mode : {TriggerMode::automatic, TriggerMode::first_launch, TriggerMode::manual}) {
+    EXPECT_EQ(run({mode, true}, {{Step::graph_launch}}).second, CommitReason::graph_launch) << to_string(mode);
+    EXPECT_EQ(run({mode, true}, {{Step::kv_access}}).second, CommitReason::kv_access) << to_string(mode);
+  }
+}
+
+TEST(CommitTrigger, NothingCommitsWhileACaptureIsOpen) {
+  std::vector<Step> s = {{Step::capture_begin, kCapture}, {Step::launch, kMain, "launch on another stream"},
+                         {Step::graph_launch}, {Step::kv_access}};
+  for (TriggerConfig c : {kGraphEngine, kEagerEngine, TriggerConfig{TriggerMode::first_launch, true}})
+    EXPECT_EQ(run(c, s).first, -1);
+  s.push_back({Step::capture_end, kCapture});
+  s.push_back({Step::launch, kMain, "after the capture"});
+  EXPECT_EQ(run(kGraphEngine, s).first, 5);
+}
+
+TEST(CommitTrigger, FirstLaunchModeCommitsEvenWhenGraphsAreExpected) {
+  EXPECT_EQ(run({TriggerMode::first_launch, true}, vllm_graph_start_up()),
+            std::make_pair(0, CommitReason::first_launch));
+}
+
+TEST(CommitTrigger, ManualModeWaitsForTheEngineButNotForAReplay) {
+  CommitTrigger t({TriggerMode::manual, false});
+  EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "not armed yet";
+  t.arm();
+  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none);
+  t.capture_began(kCapture);
+  EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "a capture is open";
+  t.capture_ended(kCapture);
+  EXPECT_EQ(t.on_manual_commit(), CommitReason::manual);
   t.committed();
-  EXPECT_FALSE(t.on_graph_launch(7 * kMs)) << "committed once";
-  EXPECT_TRUE(t.is_committed());
+  EXPECT_EQ(t.on_manual_commit(), CommitReason::none);
+  EXPECT_EQ(t.on_graph_launch(), CommitReason::none) << "committed once, for good";
 }
 
-TEST(CommitTrigger, EagerEnginesCommitAtTheFirstLaunchAfterTheQuietTime) {
-  CommitTrigger t(mode("auto"));
-  std::uint64_t now = 0;
-  t.arm(now);
-  // Autotuning: modules load and buffers are allocated right before their launches.
-  for (int i = 0; i < 20; ++i) {
-    t.start_up_activity(now += 3000 * kMs);  // even seconds apart, activity resets the clock
-    EXPECT_FALSE(t.on_kernel_launch(now += kMs)) << i;
+TEST(CommitTrigger, NothingBeforeTheBurstIsOver) {
+  CommitTrigger t(kEagerEngine);
+  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none);
+  EXPECT_EQ(t.on_graph_launch(), CommitReason::none);
+  EXPECT_EQ(t.on_kv_access(), CommitReason::none);
+}
+
+TEST(CommitTrigger, StreamsBeyondTheTableAreServingStreams) {
+  CommitTrigger t(kGraphEngine);
+  t.arm();
+  for (std::uint64_t s = 1; s <= 40; ++s) {
+    t.capture_began(s);
+    t.capture_ended(s);
   }
-  EXPECT_FALSE(t.on_kernel_launch(now += 4998 * kMs)) << "just under the quiet time";
-  EXPECT_TRUE(t.on_kernel_launch(now += 2 * kMs));
-}
-
-TEST(CommitTrigger, GraphLaunchModeIgnoresQueriesAndQuietLaunches) {
-  CommitTrigger t(mode("graph-launch"));
-  t.arm(0);
-  EXPECT_FALSE(t.on_memory_query(kMs));
-  EXPECT_FALSE(t.on_kernel_launch(1'000'000 * kMs));
-  EXPECT_TRUE(t.on_graph_launch(1'000'001 * kMs));
-}
-
-TEST(CommitTrigger, QuietModeUsesItsOwnTime) {
-  CommitTrigger t(mode("quiet:100"));
-  t.arm(0);
-  EXPECT_FALSE(t.on_memory_query(500 * kMs));
-  EXPECT_FALSE(t.on_kernel_launch(99 * kMs));
-  EXPECT_TRUE(t.on_kernel_launch(100 * kMs));
-}
-
-TEST(CommitTrigger, ManualModeWaitsForTheCallButNeverLetsAGraphReadScratch) {
-  CommitTrigger t(mode("manual"));
-  t.arm(0);
-  EXPECT_FALSE(t.on_memory_query(kMs));
-  EXPECT_FALSE(t.on_kernel_launch(1'000'000 * kMs));
-  EXPECT_TRUE(t.on_manual_commit());
-  CommitTrigger u(mode("manual"));
-  u.arm(0);
-  EXPECT_TRUE(u.on_graph_launch(kMs)) << "the invariant beats the mode";
+  EXPECT_EQ(t.on_kernel_launch(3), CommitReason::none) << "a capture stream";
+  EXPECT_EQ(t.on_kernel_launch(39), CommitReason::launch_off_capture_streams) << "never recorded";
 }

@@ -68,8 +68,11 @@ TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
   EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "turbo"}})),
             std::vector<std::string>{"kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_COMMIT", "later"}})),
-            std::vector<std::string>{"kvremap: KVREMAP_COMMIT='later' is invalid: expected one of auto, first-query, "
-                                     "graph-launch, quiet, manual"});
+            std::vector<std::string>{"kvremap: KVREMAP_COMMIT='later' is invalid: expected one of auto, first-launch, "
+                                     "manual"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_ENGINE", "trtllm"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_ENGINE='trtllm' is invalid: expected one of auto, vllm, "
+                                     "sglang, other"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_LOG_LEVEL", "loud"}})),
             std::vector<std::string>{"kvremap: KVREMAP_LOG_LEVEL='loud' is invalid: expected one of trace, debug, "
                                      "info, warn, error, critical, off"});
@@ -194,4 +197,39 @@ TEST(Options, DocsContainTheGeneratedTable) {
                                                  << table;
   // Exactly one table: no stale rows left next to the generated one.
   EXPECT_EQ(docs.find("| Variable |"), docs.rfind("| Variable |"));
+}
+
+TEST(Options, CombinationsThatCannotWorkNameBothValuesAndWhatWould) {
+  const auto defer = [](std::vector<std::pair<std::string, std::string>> env) {
+    env.insert(env.begin(), {"KVREMAP_MODE", "defer"});
+    return parse_options(env);
+  };
+  const ParsedOptions small_chunk = defer({{"KVREMAP_CHUNK_BYTES", "2MiB"}});
+  EXPECT_EQ(messages(small_chunk),
+            std::vector<std::string>{"kvremap: KVREMAP_SCRATCH_BYTES=64MiB does not divide KVREMAP_CHUNK_BYTES=2MiB: "
+                                     "the scratch is mapped a whole number of times over each chunk; use 2MiB or "
+                                     "another divisor of the chunk"});
+  EXPECT_EQ(small_chunk.options.mode, Mode::observe) << "a configuration that cannot work runs observe-only";
+  EXPECT_EQ(messages(defer({{"KVREMAP_SCRATCH_BYTES", "48MiB"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_SCRATCH_BYTES=48MiB does not divide "
+                                     "KVREMAP_CHUNK_BYTES=512MiB: the scratch is mapped a whole number of times over "
+                                     "each chunk; use 32MiB or another divisor of the chunk"});
+  EXPECT_EQ(messages(defer({{"KVREMAP_ARENA_BYTES", "256MiB"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_ARENA_BYTES=256MiB is below KVREMAP_CHUNK_BYTES=512MiB: the "
+                                     "arena must hold at least one chunk; use 0 (twice the device memory) or at least "
+                                     "512MiB"});
+  EXPECT_EQ(messages(defer({{"KVREMAP_CHUNK_BYTES", "0"}})).size(), 1u);
+  EXPECT_EQ(messages(defer({{"KVREMAP_SCRATCH_BYTES", "0"}})).size(), 1u);
+  EXPECT_TRUE(defer({{"KVREMAP_STRICT", "1"}, {"KVREMAP_CHUNK_BYTES", "2MiB"}}).exit_requested());
+  const ParsedOptions fine = defer({{"KVREMAP_CHUNK_BYTES", "1GiB"}, {"KVREMAP_SCRATCH_BYTES", "128MiB"}});
+  EXPECT_TRUE(fine.problems.empty());
+  EXPECT_EQ(fine.options.mode, Mode::defer);
+}
+
+TEST(Options, DeferSettingsWithoutDeferAreReportedNotSilentlyIgnored) {
+  const ParsedOptions parsed = parse_options({{"KVREMAP_COMMIT", "manual"}, {"KVREMAP_TRACE", "off"}});
+  EXPECT_EQ(messages(parsed), std::vector<std::string>{"kvremap: KVREMAP_COMMIT has no effect with "
+                                                       "KVREMAP_MODE=observe: set KVREMAP_MODE=defer to use it"});
+  EXPECT_FALSE(parsed.options.trace) << "the rest still applies";
+  EXPECT_TRUE(parse_options({{"KVREMAP_STRICT", "1"}, {"KVREMAP_HEADROOM", "1GiB"}}).exit_requested());
 }

@@ -1,0 +1,165 @@
+// Engine recognition from command lines: the engine kind, whether it captures graphs, its memory flags.
+#include "policy/engine.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "policy/units.h"
+
+namespace kvremap::policy {
+namespace {
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// A program or module name: `vllm`, `/usr/bin/vllm`, `vllm.entrypoints.openai.api_server`.
+bool names(std::string_view arg, std::string_view engine) {
+  return arg == engine || ends_with(arg, std::string("/") + std::string(engine)) ||
+         starts_with(arg, std::string(engine) + ".");
+}
+
+EngineKind detect_kind(std::span<const std::string> argv) {
+  // Only the program and its first few words name the engine (`python3 -m vllm.entrypoints…`,
+  // `vllm serve`, `sglang serve`); a model path such as `org/vllm-tuned` later must not.
+  const std::size_t n = std::min<std::size_t>(argv.size(), 4);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (names(argv[i], "vllm")) return EngineKind::vllm;
+    if (names(argv[i], "sglang")) return EngineKind::sglang;
+  }
+  return EngineKind::other;
+}
+
+// The value of `--flag v` or `--flag=v`, last occurrence wins (as argparse does).
+std::optional<std::string_view> flag_value(std::span<const std::string> argv, std::string_view flag) {
+  std::optional<std::string_view> value;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string_view a = argv[i];
+    if (a == flag && i + 1 < argv.size())
+      value = argv[i + 1];
+    else if (starts_with(a, flag) && a.size() > flag.size() && a[flag.size()] == '=')
+      value = a.substr(flag.size() + 1);
+  }
+  return value;
+}
+
+// A boolean flag given as `--flag`, `--flag=true` or `--flag true`; `--no-flag`/`=false` turn it off.
+bool flag_on(std::span<const std::string> argv, std::string_view flag) {
+  bool on = false;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string_view a = argv[i];
+    if (a == flag) {
+      on = true;
+      if (i + 1 < argv.size())
+        if (auto b = parse_bool(argv[i + 1])) on = *b;
+    } else if (starts_with(a, flag) && a.size() > flag.size() && a[flag.size()] == '=') {
+      auto b = parse_bool(a.substr(flag.size() + 1));
+      on = b.value_or(true);
+    } else if (a == "--no-" + std::string(flag.substr(2))) {
+      on = false;
+    }
+  }
+  return on;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return out;
+}
+
+// vLLM's cudagraph mode set to NONE anywhere: `--compilation-config '{"cudagraph_mode": "NONE"}'`,
+// `-O.cudagraph_mode=NONE`, `-cc.cudagraph_mode NONE`, `--compilation-config.cudagraph_mode=NONE`.
+bool vllm_cudagraph_mode_none(std::span<const std::string> argv) {
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string a = upper(argv[i]);
+    const std::size_t at = a.find("CUDAGRAPH_MODE");
+    if (at == std::string::npos) continue;
+    std::string rest = a.substr(at + 14);
+    if (rest.find_first_not_of("\"': =") == std::string::npos && i + 1 < argv.size()) rest += upper(argv[i + 1]);
+    const std::size_t v = rest.find_first_not_of("\"': =");
+    if (v != std::string::npos && starts_with(std::string_view(rest).substr(v), "NONE")) return true;
+  }
+  return false;
+}
+
+// vLLM's optimisation level 0: no compilation and no CUDA graphs.
+bool vllm_level_zero(std::span<const std::string> argv) {
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string_view a = argv[i];
+    if (a == "-O0" || a == "-O=0" || a == "--optimization-level=0") return true;
+    if ((a == "-O" || a == "--optimization-level") && i + 1 < argv.size() && argv[i + 1] == "0") return true;
+  }
+  return false;
+}
+
+void read_flags(std::span<const std::string> argv, EngineProfile& p) {
+  p.graphs_expected = false;
+  p.eager_reason.clear();
+  switch (p.kind) {
+    case EngineKind::vllm:
+      if (auto v = flag_value(argv, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
+      for (std::string_view flag : {"--kv-cache-memory", "--kv-cache-memory-bytes"})
+        if (auto v = flag_value(argv, flag)) p.kv_cache_memory = parse_size(*v);
+      if (flag_on(argv, "--enforce-eager"))
+        p.eager_reason = "--enforce-eager";
+      else if (vllm_cudagraph_mode_none(argv))
+        p.eager_reason = "cudagraph_mode NONE";
+      else if (vllm_level_zero(argv))
+        p.eager_reason = "-O0";
+      break;
+    case EngineKind::sglang:
+      if (auto v = flag_value(argv, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
+      if (flag_on(argv, "--disable-cuda-graph")) p.eager_reason = "--disable-cuda-graph";
+      break;
+    case EngineKind::other:
+      p.eager_reason = "not a recognised engine (vLLM, SGLang)";
+      break;
+  }
+  p.graphs_expected = p.eager_reason.empty();
+}
+
+}  // namespace
+
+std::string_view to_string(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::vllm:
+      return "vllm";
+    case EngineKind::sglang:
+      return "sglang";
+    case EngineKind::other:
+      return "other";
+  }
+  return "other";
+}
+
+std::vector<std::string> split_cmdline(std::string_view raw) {
+  std::vector<std::string> argv;
+  std::size_t start = 0;
+  while (start < raw.size()) {
+    std::size_t end = raw.find('\0', start);
+    if (end == std::string_view::npos) end = raw.size();
+    argv.emplace_back(raw.substr(start, end - start));
+    start = end + 1;
+  }
+  return argv;
+}
+
+bool is_multiprocessing_child(std::span<const std::string> argv) {
+  return std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+    return a == "--multiprocessing-fork" || a.find("from multiprocessing.spawn import") != std::string::npos ||
+           a.find("from multiprocessing.forkserver import") != std::string::npos;
+  });
+}
+
+EngineProfile profile_engine(std::span<const std::string> argv) { return with_kind(argv, detect_kind(argv)); }
+
+EngineProfile with_kind(std::span<const std::string> argv, EngineKind kind) {
+  EngineProfile p;
+  p.kind = kind;
+  read_flags(argv, p);
+  return p;
+}
+
+}  // namespace kvremap::policy

@@ -1,0 +1,91 @@
+// Unit tests for policy/engine over real vLLM and SGLang command lines.
+#include "policy/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace kvremap::policy;
+
+namespace {
+EngineProfile of(std::vector<std::string> argv) { return profile_engine(argv); }
+}  // namespace
+
+TEST(Engine, RecognisesVllmInEveryFormItIsStarted) {
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B"},
+           {"vllm", "serve", "m"},
+           {"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m"},
+           {"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"}}) {
+    const EngineProfile p = of(argv);
+    EXPECT_EQ(p.kind, EngineKind::vllm) << argv[0];
+    EXPECT_TRUE(p.graphs_expected) << argv[0];
+    EXPECT_EQ(p.eager_reason, "");
+  }
+}
+
+TEST(Engine, RecognisesSglang) {
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"python3", "-m", "sglang.launch_server", "--model-path", "m"}, {"sglang", "serve", "--model-path", "m"}}) {
+    EXPECT_EQ(of(argv).kind, EngineKind::sglang) << argv[1];
+    EXPECT_TRUE(of(argv).graphs_expected);
+  }
+}
+
+TEST(Engine, AModelNameLaterOnTheLineDoesNotNameTheEngine) {
+  const EngineProfile p = of({"python3", "serve.py", "--model", "org/model", "--tokenizer", "vllm"});
+  EXPECT_EQ(p.kind, EngineKind::other);
+  EXPECT_FALSE(p.graphs_expected);
+  EXPECT_EQ(p.eager_reason, "not a recognised engine (vLLM, SGLang)");
+}
+
+TEST(Engine, EagerFlagsOfEachEngine) {
+  EXPECT_EQ(of({"vllm", "serve", "m", "--enforce-eager"}).eager_reason, "--enforce-eager");
+  EXPECT_TRUE(of({"vllm", "serve", "m", "--enforce-eager=false"}).graphs_expected);
+  EXPECT_TRUE(of({"vllm", "serve", "m", "--no-enforce-eager"}).graphs_expected);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--compilation-config", R"({"cudagraph_mode": "NONE"})"}).eager_reason,
+            "cudagraph_mode NONE");
+  EXPECT_EQ(of({"vllm", "serve", "m", "-O.cudagraph_mode=NONE"}).eager_reason, "cudagraph_mode NONE");
+  EXPECT_EQ(of({"vllm", "serve", "m", "-cc.cudagraph_mode", "none"}).eager_reason, "cudagraph_mode NONE");
+  EXPECT_TRUE(of({"vllm", "serve", "m", "-O.cudagraph_mode=FULL_AND_PIECEWISE"}).graphs_expected);
+  EXPECT_EQ(of({"vllm", "serve", "m", "-O0"}).eager_reason, "-O0");
+  EXPECT_EQ(of({"vllm", "serve", "m", "-O", "0"}).eager_reason, "-O0");
+  EXPECT_TRUE(of({"vllm", "serve", "m", "-O3"}).graphs_expected);
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disable-cuda-graph"}).eager_reason,
+            "--disable-cuda-graph");
+  EXPECT_TRUE(of({"vllm", "serve", "m", "--disable-cuda-graph"}).graphs_expected) << "not a vLLM flag";
+}
+
+TEST(Engine, MemoryFlagsForTheHints) {
+  const EngineProfile v = of({"vllm", "serve", "m", "--gpu-memory-utilization=0.95", "--kv-cache-memory", "20GiB"});
+  ASSERT_TRUE(v.gpu_memory_utilization);
+  EXPECT_DOUBLE_EQ(*v.gpu_memory_utilization, 0.95);
+  ASSERT_TRUE(v.kv_cache_memory);
+  EXPECT_EQ(*v.kv_cache_memory, 20ULL << 30);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--kv-cache-memory-bytes=1073741824"}).kv_cache_memory, 1ULL << 30);
+  const EngineProfile s = of({"python3", "-m", "sglang.launch_server", "--mem-fraction-static", "0.85"});
+  ASSERT_TRUE(s.mem_fraction_static);
+  EXPECT_DOUBLE_EQ(*s.mem_fraction_static, 0.85);
+  EXPECT_FALSE(s.gpu_memory_utilization);
+}
+
+TEST(Engine, KindOverrideReadsThatEnginesFlags) {
+  const std::vector<std::string> argv = {"./my_engine", "--enforce-eager", "--gpu-memory-utilization", "0.9"};
+  EXPECT_EQ(profile_engine(argv).kind, EngineKind::other);
+  const EngineProfile p = with_kind(argv, EngineKind::vllm);
+  EXPECT_EQ(p.kind, EngineKind::vllm);
+  EXPECT_EQ(p.eager_reason, "--enforce-eager");
+  EXPECT_TRUE(with_kind(std::vector<std::string>{"./my_engine"}, EngineKind::sglang).graphs_expected);
+}
+
+TEST(Engine, MultiprocessingChildrenAndCmdlineSplitting) {
+  const auto argv = split_cmdline(std::string("python3\0-c\0from multiprocessing.spawn import spawn_main; "
+                                              "spawn_main(tracker_fd=5, pipe_handle=7)\0--multiprocessing-fork\0",
+                                              120));
+  ASSERT_EQ(argv.size(), 4u);
+  EXPECT_EQ(argv[3], "--multiprocessing-fork");
+  EXPECT_TRUE(is_multiprocessing_child(argv));
+  EXPECT_FALSE(is_multiprocessing_child(std::vector<std::string>{"vllm", "serve", "m"}));
+  EXPECT_EQ(split_cmdline(std::string_view("a\0\0b", 4)), (std::vector<std::string>{"a", "", "b"}));
+}
