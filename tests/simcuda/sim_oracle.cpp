@@ -1,4 +1,4 @@
-// The serving oracle: after simcuda_mark_serving, executed work that touches an aliased physical handle ends the process.
+// The serving oracle: once serving is marked, executed work on an aliased physical handle ends the process.
 //
 // kvremap backs deferred KV with one scratch handle mapped at many addresses; serving work on it is
 // silently wrong output. Tests sample a few words and can miss that, so the driver itself checks every

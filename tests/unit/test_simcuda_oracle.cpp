@@ -1,9 +1,10 @@
-// The simulated driver's serving oracle: work on an aliased (scratch) handle after simcuda_mark_serving ends the process.
+// The simulated driver's serving oracle: work on an aliased scratch handle after serving began ends the process.
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include <cudaTypedefs.h>
 #include <gmock/gmock.h>
 
 #include "simcuda_fixture.h"
@@ -116,6 +117,32 @@ TEST_F(OracleTest, LaunchKernelExOnAliasedMemoryAfterServingDies) {
       ::testing::ExitedWithCode(kOracleExit), Fired("cuLaunchKernelEx", kAliases));
 }
 
+TEST_F(OracleTest, PerThreadStreamVariantsAreCheckedToo) {
+  // What the runtime's _ptsz exports call: the driver's per-thread-default-stream variants.
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_CU(cuGetProcAddress("cuLaunchKernel", &pfn, 4000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status));
+  ASSERT_NE(pfn, nullptr);
+  auto launch_ptsz = reinterpret_cast<PFN_cuLaunchKernel_v4000>(pfn);
+  ASSERT_CU(cuGetProcAddress("cuMemsetD8", &pfn, 3020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status));
+  ASSERT_NE(pfn, nullptr);
+  auto memset_ptds = reinterpret_cast<PFN_cuMemsetD8_v3020>(pfn);
+  EXPECT_EXIT(
+      {
+        simcuda_mark_serving();
+        CUdeviceptr p = Alias(2);
+        void* params[] = {&p};
+        launch_ptsz(touch_, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+      },
+      ::testing::ExitedWithCode(kOracleExit), Fired("cuLaunchKernel", kAliases));
+  EXPECT_EXIT(
+      {
+        simcuda_mark_serving();
+        memset_ptds(Alias(0), 0, 16);
+      },
+      ::testing::ExitedWithCode(kOracleExit), Fired("cuMemsetD8_v2", kAliases));
+}
+
 TEST_F(OracleTest, KernelOnSinglyMappedMemoryAfterServingRuns) {
   ASSERT_EQ(simcuda_mark_serving(), 0);
   ASSERT_CU(Touch(single_va_ + 64, stream_));
@@ -197,8 +224,9 @@ TEST_F(OracleTest, ARangeReachingOneByteIntoAnAliasDiesAtThatByte) {
         const auto at = err.find("expect ");
         if (at == std::string::npos) return false;
         const std::string address = err.substr(at + 7, err.find('\n', at) - at - 7);
-        return err.find("simcuda: serving oracle: cuMemsetD8_v2 touched " + address + " which maps a handle mapped at " +
-                        std::to_string(kAliases + 1) + " addresses") != std::string::npos;
+        return err.find("simcuda: serving oracle: cuMemsetD8_v2 touched " + address +
+                        " which maps a handle mapped at " + std::to_string(kAliases + 1) + " addresses") !=
+               std::string::npos;
       }));
 }
 

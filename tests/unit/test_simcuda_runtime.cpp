@@ -828,7 +828,7 @@ TEST_F(Runtime, MarkServingForwardsToTheDriversOracleWithOneLookup) {
 
 TEST_F(Runtime, RuntimeCopyIntoAliasedMemoryAfterMarkServingDies) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a forked child would start a fresh driver
-  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);         // initialises the driver and binds the context
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);       // initialises the driver and binds the context
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
