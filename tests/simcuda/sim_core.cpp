@@ -19,6 +19,7 @@ State* g_state = nullptr;
 
 thread_local Context* t_context = nullptr;
 thread_local std::uint64_t t_context_generation = 0;
+thread_local const char* t_call = "";
 
 void load_configuration(State& s, const char* overrides) {
   auto settings = environment_settings();
@@ -87,7 +88,10 @@ State& state() {
   return *g_state;
 }
 
+const char* current_call() { return t_call; }
+
 CUresult enter(const char* name) {
+  t_call = name;
   std::uint64_t latency = 0;
   CUresult injected = CUDA_SUCCESS;
   {

@@ -372,6 +372,8 @@ CUresult submit_work(State& s, CUstream stream, bool per_thread_api, bool synchr
     return CUDA_SUCCESS;
   }
   if (CUresult r = check_legacy_implicit(s, st, true); r != CUDA_SUCCESS) return r;
+  // Every executed kernel, copy, memset and graph node passes here, so the oracle sees them all.
+  check_serving(s, work, current_call());
   run_now = true;
   return CUDA_SUCCESS;
 }

@@ -133,6 +133,7 @@ struct State {
   Config config;
   std::string config_error;  // non-empty: cuInit fails and names it
   bool initialized = false;
+  bool serving = false;          // simcuda_mark_serving called: the serving oracle checks every executed work
   std::uint64_t generation = 0;  // bumped by every reset, so stale thread-local pointers are ignored
 
   std::vector<Device> devices;
@@ -173,6 +174,9 @@ State& state();
 // and SIMCUDA_FAIL. Returns the injected error, or CUDA_SUCCESS.
 CUresult enter(const char* name);
 
+// The counted name of the driver export the calling thread entered last (what enter() was given).
+const char* current_call();
+
 // CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS. Requires the lock.
 CUresult require_init(const State& s);
 // The calling thread's current context's device, or CUDA_ERROR_INVALID_CONTEXT. Requires the lock.
@@ -194,6 +198,12 @@ bool is_device_pointer(const State& s, std::uint64_t ptr);
 void run_work(const Work& work);
 // Releases everything a reset or a fork child forgets.
 void destroy_all_memory(State& s);
+
+// --- serving oracle (sim_oracle.cpp) ---
+// Once serving is marked: if `work`, about to run, touches a physical handle mapped at more than one
+// address, prints one line naming `call` and exits the process with kServingOracleExit. Requires the lock.
+constexpr int kServingOracleExit = 86;
+void check_serving(const State& s, const Work& work, const char* call);
 
 // --- execution (sim_exec.cpp) ---
 // Per-thread mode set by cuThreadExchangeStreamCaptureMode.

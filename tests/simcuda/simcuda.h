@@ -36,6 +36,18 @@ size_t simcuda_proc_address_query_count(void);
 int simcuda_proc_address_query(size_t index, char* symbol, size_t symbol_len, int* cuda_version,
                                unsigned long long* flags);
 
+/* The serving oracle. From this call on (until simcuda_reset; a forked child starts unmarked), any
+ * kernel launch, graph-node replay, memcpy or memset the driver executes whose memory touches a VMM
+ * physical handle mapped at more than one address (a scratch alias) prints one line to stderr,
+ *   simcuda: serving oracle: CALL touched 0xADDR which maps a handle mapped at N addresses
+ *   (scratch-backed memory used after serving began)
+ * and ends the process with _exit(86). Copies and memsets are checked over their whole destination
+ * and source ranges; kernels at every 64-bit word of their arguments read as a pointer. Returns 0.
+ * simcuda_serving_marked returns 1 once marked, else 0. Programs that link only the simulated
+ * runtime call simcudart_mark_serving() (runtime/simcudart.h), which forwards here. */
+int simcuda_mark_serving(void);
+int simcuda_serving_marked(void);
+
 /* The SIMCUDA_* settings as a Markdown table (name, default, meaning): the single source of
  * docs/simulator.md's knob table. Static storage. */
 const char* simcuda_settings_markdown(void);

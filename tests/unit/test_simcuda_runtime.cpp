@@ -806,4 +806,51 @@ TEST_F(Runtime, FailedDriverInitialisationIsReportedAndRetried) {
   EXPECT_EQ(simcuda_call_count("cuInit"), 2u);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The serving oracle, reached through the runtime (programs that link only libcudart.so.13).
+
+TEST_F(Runtime, MarkServingForwardsToTheDriversOracleWithOneLookup) {
+  size_t before = 0;
+  {
+    std::lock_guard<std::mutex> lock(lookups_mutex());
+    before = libcuda_lookups().size();
+  }
+  EXPECT_EQ(simcuda_serving_marked(), 0);
+  EXPECT_EQ(simcudart_mark_serving(), 0);
+  EXPECT_EQ(simcuda_serving_marked(), 1);
+  std::lock_guard<std::mutex> lock(lookups_mutex());
+  auto& lookups = libcuda_lookups();
+  ASSERT_EQ(lookups.size(), before + 1);
+  EXPECT_EQ(lookups.back(), "simcuda_mark_serving");
+  // A test control, not part of the resolution path the tests above check: leave their log as it was.
+  lookups.pop_back();
+}
+
+TEST_F(Runtime, RuntimeCopyIntoAliasedMemoryAfterMarkServingDies) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a forked child would start a fresh driver
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);       // initialises the driver and binds the context
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAccessDesc rw{};
+  rw.location = prop.location;
+  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle scratch = 0;
+  ASSERT_EQ(cuMemCreate(&scratch, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  for (CUdeviceptr at : {va, va + 2 * kMiB}) ASSERT_EQ(cuMemMap(at, 2 * kMiB, 0, scratch, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va, 4 * kMiB, &rw, 1), CUDA_SUCCESS);
+  std::vector<int> host(16, 1);
+  void* alias = reinterpret_cast<void*>(va + 2 * kMiB);
+  ASSERT_EQ(cudaMemcpy(alias, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EXIT(
+      {
+        simcudart_mark_serving();
+        cudaMemcpy(alias, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice);
+      },
+      ::testing::ExitedWithCode(86),
+      "simcuda: serving oracle: cuMemcpy[A-Za-z_0-9]* touched 0x[0-9a-f]+ which maps a handle mapped at 2 addresses");
+}
+
 }  // namespace
