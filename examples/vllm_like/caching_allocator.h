@@ -27,6 +27,8 @@ class CachingAllocator {
 
   // Allocations are stream-ordered on `stream`; its capture status decides the capture-mode switch.
   explicit CachingAllocator(cudaStream_t stream);
+  // The engine's current stream changed; the caller has synchronised the previous one.
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
   ~CachingAllocator();

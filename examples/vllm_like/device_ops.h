@@ -15,6 +15,9 @@ class Kernels {
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
 
+  // Later launches go to `stream` (the engine's current stream).
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
+
   // Enqueued on the stream, so they are recorded as graph nodes while it captures.
   void fill(void* base, std::uint64_t bytes, std::uint32_t seed) const;
   void check(const void* base, std::uint64_t bytes, std::uint32_t seed) const;

@@ -44,6 +44,26 @@ void Engine::check_ipc_on_non_kv() {
 
 Engine::Tensor Engine::allocate(std::uint64_t bytes) { return Tensor{alloc_->allocate(bytes), bytes}; }
 
+void Engine::use_stream(cudaStream_t stream) {
+  if (stream == current_stream_) return;
+  VLLM_LIKE_CHECK(cudaStreamSynchronize(current_stream_));
+  current_stream_ = stream;
+  kernels_->set_stream(stream);
+  alloc_->set_stream(stream);
+}
+
+// graph_capture(): torch.cuda.Stream() + stream.wait_stream(current) (here a synchronize: the same
+// ordering without events), then torch.cuda.stream(it). The stream outlives the context, as torch's
+// pooled streams do, since graphs were captured on it.
+void Engine::enter_graph_capture() {
+  cudaStream_t side = nullptr;
+  VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  capture_streams_.push_back(side);
+  use_stream(side);
+}
+
+void Engine::leave_graph_capture() { use_stream(main_stream_); }
+
 void Engine::run() {
   init();
   load_weights();
@@ -53,7 +73,10 @@ void Engine::run() {
     size_kv_sglang();
   allocate_kv();
   post_kv();
-  serve();
+  if (o_.kind == EngineKind::vllm)
+    serve_vllm();
+  else
+    serve_sglang();
   check_ipc_on_non_kv();
   std::printf("vllm_like: started, KV %s GiB in %zu tensors\n", gib(static_cast<double>(kv_bytes_)).c_str(),
               kv_.size());
@@ -67,11 +90,13 @@ void Engine::share_over_ipc(void* ptr) {
 
 void Engine::init() {
   begin_phase("init");
-  VLLM_LIKE_CHECK(cudaSetDevice(0));
+  VLLM_LIKE_CHECK(cudaSetDevice(o_.device));
   VLLM_LIKE_CHECK(cudaFree(nullptr));  // creates the primary context: the simulator charges its memory here
-  // torch captures graphs on a side stream; the legacy NULL stream cannot be captured at all.
-  VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  alloc_ = std::make_unique<CachingAllocator>(stream_);
+  // vLLM's current_stream() replaces the legacy NULL stream (implicit synchronisation) with a
+  // created stream; graphs are captured on further side streams (enter_graph_capture).
+  VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
+  current_stream_ = main_stream_;
+  alloc_ = std::make_unique<CachingAllocator>(main_stream_);
   // Custom all-reduce: buffers other ranks open through legacy CUDA IPC, which VMM memory cannot
   // offer; whatever places the KV cache must leave these as plain allocations.
   for (int i = 0; i < 2; ++i) {
@@ -80,7 +105,7 @@ void Engine::init() {
     share_over_ipc(p);
     non_torch_.push_back(p);
   }
-  kernels_ = std::make_unique<Kernels>(stream_);  // before the baseline: it is start-up overhead, like CUDA's own
+  kernels_ = std::make_unique<Kernels>(main_stream_);  // before the baseline: it is start-up overhead, like CUDA's own
   alloc_->empty_cache();
   baseline_free_ = query_free();
   baseline_non_torch_ = total_ - baseline_free_ - alloc_->memory_reserved();
@@ -127,7 +152,8 @@ void Engine::load_weights() {
 }
 
 // The activations of one forward at the maximum batch: all live at the peak, then freed (cached).
-void Engine::eager_forward() {
+// With `kv_write`, each layer also writes its KV tensor's region, as attention does in serving.
+void Engine::eager_forward(std::optional<KvWrite> kv_write) {
   // Activations of different shapes (hidden states, attention scores, MLP intermediates), sized
   // 1:2:...:n so they add up to the scenario's peak: a forward pass does not allocate a run of
   // identical large tensors, which is what a KV cache looks like.
@@ -143,11 +169,13 @@ void Engine::eager_forward() {
   }
   // A forward pass launches several kernels per layer (norms, attention, MLP); phase inference
   // recognises profiling by that launch count, as it would on a real engine.
-  for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
+  for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
     for (std::uint32_t k = 0; k < 4; ++k) {
       const Tensor& t = live[(layer * 4 + k) % live.size()];
       kernels_->fill(t.ptr, t.bytes, kActivationSeed + k);
     }
+    if (kv_write && layer < kv_.size()) write_kv_region(kv_[layer], kv_write->region, kv_write->seed);
+  }
   for (const Tensor& t : live) alloc_->deallocate(t.ptr);
 }
 
@@ -179,6 +207,14 @@ void Engine::profile() {
       gib(static_cast<double>(weights_bytes_)).c_str(), gib(static_cast<double>(torch_peak_increase)).c_str(),
       gib(static_cast<double>(non_torch_increase)).c_str(), gib(static_cast<double>(graph_estimate)).c_str(),
       gib(static_cast<double>(free)).c_str());
+  if (o_.kv_cache_memory) {
+    // vLLM with kv_cache_memory_bytes still runs the profiling forward (it compiles the model), then
+    // takes the given size as is: no check against the requested share.
+    kv_bytes_ = *o_.kv_cache_memory;
+    std::printf("vllm_like: phase profiling: KV cache size given (--kv-cache-memory %s GiB), profiled size not used\n",
+                gib(static_cast<double>(kv_bytes_)).c_str());
+    return;
+  }
   if (non_kv >= requested_)
     throw EngineExit(kExitNoKvMemory,
                      "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
@@ -198,6 +234,7 @@ std::uint64_t Engine::estimate_graph_memory() {
   std::sort(sizes.begin(), sizes.end(), std::greater<>());
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
   alloc_->empty_cache();
+  enter_graph_capture();
   std::vector<CapturedGraph> probes;
   std::uint64_t first = 0, rest = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -207,6 +244,7 @@ std::uint64_t Engine::estimate_graph_memory() {
     const std::uint64_t after = query_free();
     (i == 0 ? first : rest) += before > after ? before - after : 0;
   }
+  leave_graph_capture();
   for (CapturedGraph& g : probes) {
     VLLM_LIKE_CHECK(cudaGraphExecDestroy(g.exec));
     VLLM_LIKE_CHECK(cudaGraphDestroy(g.graph));
@@ -241,14 +279,15 @@ void Engine::allocate_kv() {
   // torch.zeros: an empty tensor, then a memset on the current stream.
   for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
     kv_.push_back(allocate(per_layer));
-    VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, stream_));
+    VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, main_stream_));
   }
   for (const TensorSpec& t : s_.persistent_buffers)
     for (std::size_t i = 0; i < t.count; ++i) {
       persistent_.push_back(allocate(t.bytes));
-      VLLM_LIKE_CHECK(cudaMemsetAsync(persistent_.back().ptr, 0, t.bytes, stream_));
+      VLLM_LIKE_CHECK(cudaMemsetAsync(persistent_.back().ptr, 0, t.bytes, main_stream_));
     }
-  verify_kv(0, "after torch.zeros");
+  kv_expected_.fill(0u);
+  verify_kv("after torch.zeros");
   std::printf("vllm_like: phase kv-cache: %zu KV tensors of %s + %zu persistent buffers, free %s GiB\n", kv_.size(),
               format_size(per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
 }

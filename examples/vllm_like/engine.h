@@ -3,9 +3,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,11 +19,31 @@ namespace vllm_like {
 
 enum class EngineKind { vllm, sglang };
 
+// vLLM graph mode: what the first serving step after start-up is.
+enum class FirstRequest { graph_replays, eager_prefill };
+
 struct EngineOptions {
   EngineKind kind = EngineKind::vllm;
   double gpu_memory_utilization = 0.9;  // vLLM's default
   double mem_fraction_static = 0.88;
+  FirstRequest first_request = FirstRequest::graph_replays;
+  bool cuda_graphs = true;                       // false: vLLM --enforce-eager, SGLang --disable-cuda-graph
+  std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory: KV size given, not profiled
+  int device = 0;                                // also the rank: the launcher runs rank r on device r
 };
+
+// Each KV tensor is split into equal regions standing for the block ranges of different requests,
+// so serving can write one request's KV and later prove it survived other requests' steps.
+enum KvRegion : std::size_t {
+  kFirstPromptRegion = 0,   // the first request's prompt (vLLM's eager prefill, SGLang's warm-up request)
+  kDecodeRegion = 1,        // decode token slots: what warm-ups, captured graphs and decode steps write
+  kSecondPromptRegion = 2,  // a later request's own tokens
+  kUntouchedRegion = 3,     // never written after torch.zeros
+  kKvRegionCount = 4,
+};
+
+// The pattern a batch size's warm-ups and captured graph write into the decode region.
+std::uint32_t graph_seed(std::size_t batch);
 
 class Engine {
  public:
@@ -33,6 +55,12 @@ class Engine {
   const std::string& phase() const { return phase_; }
 
  private:
+  // KV write of one forward: `seed`'s pattern into `region` of every layer.
+  struct KvWrite {
+    KvRegion region;
+    std::uint32_t seed;
+  };
+
   // cudaIpcGetMemHandle on `ptr`, as custom all-reduce does; fails the start-up if refused.
   void share_over_ipc(void* ptr);
   // Legacy IPC must work on every non-KV tensor the engine holds (a VMM placement would break it).
@@ -58,23 +86,43 @@ class Engine {
   void allocate_kv();
   std::uint64_t query_free();
   Tensor allocate(std::uint64_t bytes);
-  void eager_forward();
+  // Makes `stream` current for kernels and the allocator (torch.cuda.stream), after synchronising
+  // the one left: the allocator does not track streams per block, so nothing may still be in flight.
+  void use_stream(cudaStream_t stream);
+  // A new side stream made current, as vLLM's and SGLang's graph_capture() do.
+  void enter_graph_capture();
+  void leave_graph_capture();
+  void eager_forward(std::optional<KvWrite> kv_write = std::nullopt);
   std::uint64_t estimate_graph_memory();
 
   // engine_post_kv.cpp
   void post_kv();
   void autotune();
   void load_modules();
-  void capture_graphs();
+  void capture_graphs_vllm();
+  void capture_graphs_sglang();
   CapturedGraph capture_one(std::size_t batch, CachingAllocator::PoolId pool, bool write_kv);
   void forward_for_batch(std::size_t batch, bool write_kv, void** output);
-  void serve();
-  void verify_kv(std::uint32_t seed, const char* when);
+
+  // engine_serving.cpp
+  void serve_vllm();
+  void serve_sglang();
+  void begin_serving();
+  void eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed);
+  void decode_step(std::size_t step, std::size_t of_steps);
+  void write_kv_region(const Tensor& kv, KvRegion region, std::uint32_t seed);
+  void check_kv_region(const Tensor& kv, KvRegion region, std::uint32_t seed);
+  // Checks every region whose content is known, and the persistent buffers (still zero).
+  void verify_kv(const std::string& when);
+  // SGLang's prefix cache: reads `region` back and requires `seed`'s pattern in every layer.
+  void verify_prefix(KvRegion region, std::uint32_t seed, const std::string& when);
 
   const Scenario& s_;
   EngineOptions o_;
   std::string phase_ = "init";
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t main_stream_ = nullptr;     // the engine's compute stream: everything but graph capture
+  cudaStream_t current_stream_ = nullptr;  // main_stream_, or the side stream inside graph_capture()
+  std::vector<cudaStream_t> capture_streams_;
   std::unique_ptr<CachingAllocator> alloc_;
   std::unique_ptr<Kernels> kernels_;
 
@@ -91,6 +139,9 @@ class Engine {
   std::vector<Tensor> autotune_resident_;
   std::vector<cudaLibrary_t> modules_;
   std::vector<CapturedGraph> graphs_;
+  // The pattern seed each KV region must hold; empty = not known (start-up writes that a deferred
+  // KV cache keeps in scratch and a commit zero-fills), so not checked.
+  std::array<std::optional<std::uint32_t>, kKvRegionCount> kv_expected_{};
 };
 
 }  // namespace vllm_like

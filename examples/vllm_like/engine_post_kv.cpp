@@ -1,4 +1,4 @@
-// vllm_like after KV sizing: autotuning, module loads, CUDA-graph capture into one shared pool, serving.
+// vllm_like after KV sizing: autotuning, module loads, CUDA-graph capture into one shared pool.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -6,7 +6,6 @@
 
 #include "cuda_check.h"
 #include "engine.h"
-#include "kv_sample.h"
 
 namespace vllm_like {
 
@@ -15,14 +14,22 @@ namespace {
 constexpr std::uint32_t kAutotuneSeed = 0xa070u;
 constexpr std::uint32_t kIntermediateSeed = 0x1e7eu;
 
-std::uint32_t graph_seed(std::size_t batch) { return 0x5eed0000u | static_cast<std::uint32_t>(batch & 0xffffu); }
-
 }  // namespace
+
+std::uint32_t graph_seed(std::size_t batch) { return 0x5eed0000u | static_cast<std::uint32_t>(batch & 0xffffu); }
 
 void Engine::post_kv() {
   autotune();
   load_modules();
-  capture_graphs();
+  if (!o_.cuda_graphs) {
+    std::printf("vllm_like: phase post-KV: no CUDA graphs (%s)\n",
+                o_.kind == EngineKind::vllm ? "--enforce-eager" : "--disable-cuda-graph");
+    return;
+  }
+  if (o_.kind == EngineKind::vllm)
+    capture_graphs_vllm();
+  else
+    capture_graphs_sglang();
 }
 
 // Kernel autotuning (FlashInfer, Inductor max-autotune) after the KV cache exists: each candidate
@@ -62,8 +69,9 @@ void Engine::load_modules() {
               gib(static_cast<double>(each * s_.module_count)).c_str(), gib(static_cast<double>(query_free())).c_str());
 }
 
-// One forward at a batch size: two ping-pong intermediates (freed), the per-layer kernels that
-// write the KV cache, and an output tensor. `output` null = warm-up: the output is freed too.
+// One forward at a batch size on the current stream: two ping-pong intermediates (freed), the
+// per-layer kernels that write the decode region of the KV cache, and an output tensor. `output`
+// null = warm-up: the output is freed too.
 void Engine::forward_for_batch(std::size_t batch, bool write_kv, void** output) {
   const std::uint64_t inter = batch * s_.capture_intermediate_per_token;
   const std::uint64_t out = batch * s_.capture_output_per_token;
@@ -74,8 +82,11 @@ void Engine::forward_for_batch(std::size_t batch, bool write_kv, void** output) 
     b = allocate(inter);
     kernels_->fill(a.ptr, inter, kIntermediateSeed);
   }
-  if (write_kv)
-    for (const Tensor& kv : kv_) kernels_->fill(kv.ptr, kv.bytes, seed);
+  if (write_kv) {
+    for (const Tensor& kv : kv_) write_kv_region(kv, kDecodeRegion, seed);
+    // Start-up writes: real on a stock start, scratch under a deferred KV cache, zeroed by a commit.
+    kv_expected_[kDecodeRegion].reset();
+  }
   if (inter > 0) kernels_->fill(b.ptr, inter, kIntermediateSeed + 1);
   Tensor o = allocate(out > 0 ? out : 1);
   kernels_->fill(o.ptr, o.bytes, seed);
@@ -95,28 +106,33 @@ Engine::CapturedGraph Engine::capture_one(std::size_t batch, CachingAllocator::P
   g.batch = batch;
   alloc_->empty_cache();
   alloc_->begin_allocate_to_pool(pool);
-  VLLM_LIKE_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  VLLM_LIKE_CHECK(cudaStreamBeginCapture(current_stream_, cudaStreamCaptureModeGlobal));
   forward_for_batch(batch, write_kv, &g.output);
   // vLLM's custom all-reduce registers a graph buffer for IPC while the first graph is captured.
   if (graphs_.empty() && g.output) share_over_ipc(g.output);
-  VLLM_LIKE_CHECK(cudaStreamEndCapture(stream_, &g.graph));
+  VLLM_LIKE_CHECK(cudaStreamEndCapture(current_stream_, &g.graph));
   alloc_->end_allocate_to_pool();
   VLLM_LIKE_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
   return g;
 }
 
-void Engine::capture_graphs() {
+// vLLM V1 capture_model (gpu_model_runner.py): one query before and one after the loop, none
+// inside; the loop runs in graph_capture() on a side stream: per size, largest first, the warm-up
+// dummy runs, then the capture.
+void Engine::capture_graphs_vllm() {
   begin_phase("post-KV (graph capture)");
   std::vector<std::size_t> sizes = s_.capture_sizes;
   std::sort(sizes.begin(), sizes.end(), std::greater<>());  // largest first: later sizes reuse its blocks
   const auto start = std::chrono::steady_clock::now();
-  // vLLM queries free memory once before and once after the loop, never inside it.
   const std::uint64_t free_before = query_free();
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
+  enter_graph_capture();
   for (std::size_t batch : sizes) {
     for (std::size_t w = 0; w < s_.capture_warmups; ++w) forward_for_batch(batch, true, nullptr);
     graphs_.push_back(capture_one(batch, pool, true));
   }
+  leave_graph_capture();
+  VLLM_LIKE_CHECK(cudaDeviceSynchronize());
   const std::uint64_t free_after = query_free();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
@@ -126,39 +142,41 @@ void Engine::capture_graphs() {
       gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str(), ipc_handles_);
 }
 
-void Engine::verify_kv(std::uint32_t seed, const char* when) {
-  std::uint64_t words = 0;
-  for (const Tensor& kv : kv_) {
-    kernels_->check(kv.ptr, kv.bytes, seed);
-    words += sample_count(kv.bytes, kSampleStride);
+// SGLang: model_runner init_device_graphs logs "Capture cuda graph begin" and "... end" around
+// CudaGraphRunner (each get_available_gpu_memory: empty_cache, then a query); its capture() enters
+// graph_capture() (a new side stream), queries once, then per batch size, largest first: a query
+// on rank 0, two warm-up forwards each after a device synchronize, and the capture into the shared
+// global pool on the capture stream (cuda_graph_runner.py capture / capture_one_batch_size).
+void Engine::capture_graphs_sglang() {
+  begin_phase("post-KV (graph capture)");
+  std::vector<std::size_t> sizes = s_.capture_sizes;
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  const auto start = std::chrono::steady_clock::now();
+  alloc_->empty_cache();
+  const std::uint64_t free_before = query_free();
+  std::printf("vllm_like: phase post-KV: Capture cuda graph begin. avail mem=%s GB\n",
+              gib(static_cast<double>(free_before)).c_str());
+  const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
+  enter_graph_capture();
+  query_free();
+  for (std::size_t batch : sizes) {
+    if (o_.device == 0) query_free();  // the rank-0 progress bar shows avail mem per size
+    for (int w = 0; w < 2; ++w) {
+      VLLM_LIKE_CHECK(cudaDeviceSynchronize());
+      forward_for_batch(batch, true, nullptr);
+    }
+    graphs_.push_back(capture_one(batch, pool, true));
   }
-  for (const Tensor& t : persistent_) {
-    kernels_->check(t.ptr, t.bytes, 0);  // never written after torch.zeros
-    words += sample_count(t.bytes, kSampleStride);
-  }
-  const std::uint32_t bad = kernels_->take_mismatches();
-  if (bad != 0)
-    throw EngineExit(kExitFailure, "KV verification failed " + std::string(when) + ": " + std::to_string(bad) + " of " +
-                                       std::to_string(words) + " sampled words differ");
-}
-
-// Synthetic decode steps: each replays one captured graph (spread over the sizes) and checks that
-// every sampled KV word holds what that graph writes; then one eager step at the activation peak.
-void Engine::serve() {
-  begin_phase("serving");
-  const std::size_t n = graphs_.size();
-  std::uint32_t last_seed = 0;
-  for (std::size_t step = 0; step < s_.serving_steps; ++step) {
-    const CapturedGraph& g = graphs_[s_.serving_steps > 1 ? (n - 1) * step / (s_.serving_steps - 1) : 0];
-    VLLM_LIKE_CHECK(cudaGraphLaunch(g.exec, stream_));
-    last_seed = graph_seed(g.batch);
-    verify_kv(last_seed, "after a graph replay");
-    std::printf("vllm_like: phase serving: step %zu replayed the batch-%zu graph, KV verified\n", step, g.batch);
-  }
-  eager_forward();
-  verify_kv(last_seed, "after an eager step");
-  std::printf("vllm_like: phase serving: eager step at the activation peak, KV verified, free %s GiB\n",
-              gib(static_cast<double>(query_free())).c_str());
+  leave_graph_capture();
+  alloc_->empty_cache();
+  const std::uint64_t free_after = query_free();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "vllm_like: phase post-KV: Capture cuda graph end. Time elapsed: %.2f s. mem usage=%s GB. avail mem=%s GB. "
+      "(%zu graphs, pool %s GiB)\n",
+      secs, gib(static_cast<double>(free_before > free_after ? free_before - free_after : 0)).c_str(),
+      gib(static_cast<double>(free_after)).c_str(), graphs_.size(),
+      gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str());
 }
 
 }  // namespace vllm_like

@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cuda_check.h"
 #include "engine.h"
+#include "rank_launcher.h"
 #include "scenario.h"
 
 namespace {
@@ -21,6 +23,8 @@ struct Cli {
   std::string scenario;
   EngineOptions engine;
   bool print_env = false;
+  int ranks = 0;                         // > 0: launch this many engine processes instead of running one
+  std::vector<std::string> engine_args;  // the command line without --ranks, for the launched ranks
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -30,12 +34,24 @@ struct Cli {
 
 void print_usage() {
   std::printf(
-      "usage: vllm_like --scenario FILE [--gpu-memory-utilization U | --engine sglang --mem-fraction-static F]\n"
-      "                 [--print-simcuda-env]\n"
+      "usage: vllm_like --scenario FILE [vLLM options | --engine sglang SGLang options]\n"
+      "                 [--device N | --ranks N] [--print-simcuda-env]\n"
       "  --scenario FILE              memory figures of one engine rank (see README.md)\n"
       "  --engine vllm|sglang         start-up sequence to follow (default vllm)\n"
-      "  --gpu-memory-utilization U   vLLM: share of the device the engine may use, 0 < U <= 1 (default 0.9)\n"
-      "  --mem-fraction-static F      SGLang: share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
+      "vLLM:\n"
+      "  --gpu-memory-utilization U   share of the device the engine may use, 0 < U <= 1 (default 0.9)\n"
+      "  --kv-cache-memory SIZE       KV cache size as given (\"20GiB\" or bytes); profiling still runs\n"
+      "  --enforce-eager              no CUDA-graph capture; serving runs eager forwards only\n"
+      "  --first-request graph-replays|eager-prefill\n"
+      "                               first serving step: graph replays (default) or an eager prefill\n"
+      "                               longer than the largest captured size\n"
+      "SGLang:\n"
+      "  --mem-fraction-static F      share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
+      "  --disable-cuda-graph         no CUDA-graph capture; prefill and decode run eagerly\n"
+      "Both:\n"
+      "  --device N                   CUDA device to use (default 0); also the rank\n"
+      "  --ranks N                    launch N engine processes, rank r on device r, wait for all; exits\n"
+      "                               with the lowest failing rank's status\n"
       "  --print-simcuda-env          print the SIMCUDA_* settings that model the scenario's device, and exit\n");
 }
 
@@ -47,12 +63,49 @@ double fraction(const char* flag, const char* text, bool allow_one) {
   return value;
 }
 
+int count(const char* flag, const char* text, long minimum) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < minimum || value > 1024)
+    usage_error(std::string(flag) + ": '" + text + "' is not an integer in [" + std::to_string(minimum) + ", 1024]");
+  return static_cast<int>(value);
+}
+
+std::uint64_t size_argument(const char* flag, const char* text) {
+  std::uint64_t bytes = 0;
+  try {
+    bytes = parse_size(text);
+  } catch (const ScenarioError& e) {
+    usage_error(std::string(flag) + ": " + e.what());
+  }
+  if (bytes == 0) usage_error(std::string(flag) + ": must be more than 0 bytes");
+  return bytes;
+}
+
+// Options of one engine given to the other: each named, so the line says which flag to drop.
+void check_combinations(const Cli& cli, const std::vector<std::string>& vllm_only,
+                        const std::vector<std::string>& sglang_only, bool first_request_given, bool device_given) {
+  if (cli.engine.kind == EngineKind::sglang && !vllm_only.empty())
+    usage_error(vllm_only.front() + " is a vLLM option, not for --engine sglang");
+  if (cli.engine.kind == EngineKind::vllm && !sglang_only.empty())
+    usage_error(sglang_only.front() + " needs --engine sglang");
+  if (cli.engine.kind == EngineKind::vllm && !cli.engine.cuda_graphs && first_request_given)
+    usage_error("--first-request chooses between graph replays and an eager prefill; --enforce-eager has no graphs");
+  if (cli.ranks > 0 && device_given) usage_error("--ranks gives rank r device r; drop --device");
+}
+
 Cli parse_cli(int argc, char** argv) {
   Cli cli;
-  bool util_given = false, fraction_given = false;
+  std::vector<std::string> vllm_only, sglang_only;
+  bool first_request_given = false, device_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;
+    if (arg == "--ranks" && has_value) {
+      cli.ranks = count("--ranks", argv[++i], 1);
+      continue;
+    }
+    const int first = i;
     if (arg == "--help" || arg == "-h") {
       print_usage();
       std::exit(0);
@@ -62,10 +115,32 @@ Cli parse_cli(int argc, char** argv) {
       cli.scenario = argv[++i];
     } else if (arg == "--gpu-memory-utilization" && has_value) {
       cli.engine.gpu_memory_utilization = fraction("--gpu-memory-utilization", argv[++i], true);
-      util_given = true;
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--kv-cache-memory" && has_value) {
+      cli.engine.kv_cache_memory = size_argument("--kv-cache-memory", argv[++i]);
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--enforce-eager") {
+      cli.engine.cuda_graphs = false;
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--first-request" && has_value) {
+      const std::string_view kind = argv[++i];
+      if (kind == "graph-replays")
+        cli.engine.first_request = FirstRequest::graph_replays;
+      else if (kind == "eager-prefill")
+        cli.engine.first_request = FirstRequest::eager_prefill;
+      else
+        usage_error("--first-request: '" + std::string(kind) + "' is not graph-replays or eager-prefill");
+      vllm_only.emplace_back(arg);
+      first_request_given = true;
     } else if (arg == "--mem-fraction-static" && has_value) {
       cli.engine.mem_fraction_static = fraction("--mem-fraction-static", argv[++i], false);
-      fraction_given = true;
+      sglang_only.emplace_back(arg);
+    } else if (arg == "--disable-cuda-graph") {
+      cli.engine.cuda_graphs = false;
+      sglang_only.emplace_back(arg);
+    } else if (arg == "--device" && has_value) {
+      cli.engine.device = count("--device", argv[++i], 0);
+      device_given = true;
     } else if (arg == "--engine" && has_value) {
       const std::string_view kind = argv[++i];
       if (kind == "vllm")
@@ -77,21 +152,24 @@ Cli parse_cli(int argc, char** argv) {
     } else {
       usage_error("unknown or incomplete argument '" + std::string(arg) + "'");
     }
+    for (int j = first; j <= i; ++j) cli.engine_args.emplace_back(argv[j]);
   }
   if (cli.scenario.empty()) usage_error("--scenario FILE is required");
-  if (cli.engine.kind == EngineKind::vllm && fraction_given) usage_error("--mem-fraction-static needs --engine sglang");
-  if (cli.engine.kind == EngineKind::sglang && util_given) usage_error("--gpu-memory-utilization is a vLLM option");
+  check_combinations(cli, vllm_only, sglang_only, first_request_given, device_given);
   return cli;
 }
 
 // The simulator settings of the scenario's device. Graph execs are charged per instantiation, so the
 // scenario's total is spread over its capture sizes; modules charge what their PTX comment says.
-void print_simcuda_env(const Scenario& s) {
+void print_simcuda_env(const Scenario& s, const Cli& cli) {
   std::printf("SIMCUDA_DEVICE_MEMORY=%" PRIu64 "\n", s.device_total);
   std::printf("SIMCUDA_CONTEXT_BYTES=%" PRIu64 "\n", s.context_bytes);
   std::printf("SIMCUDA_GRAPH_EXEC_BYTES=%" PRIu64 "\n", s.graph_exec_total / s.capture_sizes.size());
   std::printf("SIMCUDA_GRAPH_NODE_BYTES=0\n");
   std::printf("SIMCUDA_MODULE_BYTES=0\n");
+  // One simulated device per rank (the launcher's ranks are separate processes, each its own simulator).
+  const int devices = cli.ranks > 0 ? cli.ranks : cli.engine.device + 1;
+  if (devices > 1) std::printf("SIMCUDA_DEVICE_COUNT=%d\n", devices);
 }
 
 }  // namespace
@@ -108,11 +186,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (cli.print_env) {
-    print_simcuda_env(scenario);
+    print_simcuda_env(scenario, cli);
     return 0;
   }
-  std::printf("vllm_like: scenario %s, engine %s\n", scenario.name.c_str(),
-              cli.engine.kind == EngineKind::vllm ? "vllm" : "sglang");
+  if (cli.ranks > 0) return launch_ranks(cli.ranks, cli.engine_args);
+  std::printf("vllm_like: scenario %s, engine %s, device %d\n", scenario.name.c_str(),
+              cli.engine.kind == EngineKind::vllm ? "vllm" : "sglang", cli.engine.device);
   Engine engine(scenario, cli.engine);
   try {
     engine.run();

@@ -1,4 +1,5 @@
-# Runs vllm_like (cmake -P; PROGRAM, ARGS space-separated, STATUS, EXPECT regex; SCENARIO + SIMCUDA_ENV=1 to model its device).
+# Runs vllm_like (cmake -P; PROGRAM, ARGS space-separated, STATUS, EXPECT regex; SCENARIO + SIMCUDA_ENV=1 to model its device;
+# DEVICE_COUNT=N for --ranks N).
 foreach(var PROGRAM STATUS EXPECT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_scenario.cmake: -D${var}=... is required")
@@ -19,6 +20,12 @@ if(SIMCUDA_ENV AND DEFINED SCENARIO)
       message("${CMAKE_MATCH_1}=${CMAKE_MATCH_2}")
     endif()
   endforeach()
+endif()
+
+# The launcher's ranks each use their own device (rank r on device r).
+if(SIMCUDA_ENV AND DEFINED DEVICE_COUNT)
+  set(ENV{SIMCUDA_DEVICE_COUNT} "${DEVICE_COUNT}")
+  message("SIMCUDA_DEVICE_COUNT=${DEVICE_COUNT}")
 endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/../run_and_expect.cmake)

@@ -1,0 +1,14 @@
+// Runs one engine process per rank (rank r on device r), as a tensor-parallel launcher does.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace vllm_like {
+
+// Starts `ranks` copies of this program with `engine_args` plus `--device r`, RANK/LOCAL_RANK/
+// WORLD_SIZE set as torchrun sets them; waits for all and prints each rank's outcome. Returns 0 if
+// every rank exited 0, else the exit status of the lowest failing rank (128 + signal if killed).
+int launch_ranks(int ranks, const std::vector<std::string>& engine_args);
+
+}  // namespace vllm_like
