@@ -86,7 +86,7 @@ void Engine::begin_serving() {
   use_stream(main_stream_);
   kv_expected_.fill(0u);
   kv_expected_[kDecodeRegion].reset();
-  if (mark_serving_start()) std::printf("vllm_like: phase serving: simcuda_mark_serving() called\n");
+  if (mark_serving_start()) std::printf("vllm_like: phase serving: simcudart_mark_serving() called\n");
 }
 
 // A prefill too long for any captured graph: eager, on the main stream, at the profiled activation

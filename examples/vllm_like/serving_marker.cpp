@@ -10,12 +10,12 @@
 namespace vllm_like {
 
 bool mark_serving_start() {
-  // RTLD_DEFAULT: whichever loaded object defines it (simcudart in CI); a real libcudart does not.
+  // RTLD_DEFAULT: the simulated runtime exports it (it forwards to the driver's oracle); a real libcudart does not.
   using MarkServing = int (*)();
-  void* const symbol = dlsym(RTLD_DEFAULT, "simcuda_mark_serving");
+  void* const symbol = dlsym(RTLD_DEFAULT, "simcudart_mark_serving");
   if (symbol == nullptr) return false;
   const int status = reinterpret_cast<MarkServing>(symbol)();
-  if (status != 0) throw EngineExit(kExitFailure, "simcuda_mark_serving() returned " + std::to_string(status));
+  if (status != 0) throw EngineExit(kExitFailure, "simcudart_mark_serving() returned " + std::to_string(status));
   return true;
 }
 

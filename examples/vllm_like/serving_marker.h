@@ -3,7 +3,7 @@
 
 namespace vllm_like {
 
-// Calls simcuda_mark_serving() if the process has it (looked up at run time, so the program builds
+// Calls simcudart_mark_serving() if the process has it (looked up at run time, so the program builds
 // and runs without it); throws EngineExit if it reports a failure. Returns whether it was called.
 bool mark_serving_start();
 

@@ -99,6 +99,12 @@ std::string make_temp_dir() {
   return templ;
 }
 
+std::string link_as(const std::string& target, const std::string& name) {
+  const std::string link = make_temp_dir() + "/" + name;
+  if (symlink(target.c_str(), link.c_str()) != 0) throw std::runtime_error("symlink failed: " + link);
+  return link;
+}
+
 std::vector<std::string> trace_files(const std::string& dir) {
   std::vector<std::string> files;
   if (DIR* d = opendir(dir.c_str())) {

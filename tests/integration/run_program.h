@@ -23,6 +23,9 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
 
 // A fresh empty directory under the build tree's temp area.
 std::string make_temp_dir();
+// A symbolic link named `name` to `target` in a fresh temp directory, returned: runs a program under
+// another name, e.g. the example engine as `vllm`, which kvremap recognises from the command line.
+std::string link_as(const std::string& target, const std::string& name);
 // Every file in `dir` whose name matches kvremap-*.json.
 std::vector<std::string> trace_files(const std::string& dir);
 

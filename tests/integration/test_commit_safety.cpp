@@ -1,0 +1,248 @@
+// The commit invariant on engine start-ups as vLLM and SGLang run them: no serving work on deferred KV, ever.
+//
+// The example engine runs under the name of the engine it imitates (a link named `vllm` or `sglang`),
+// so kvremap recognises it from its command line as it would the real one. Its serving steps write
+// and verify KV, and it marks the start of serving in the simulated driver, whose oracle stops the
+// program (exit 86) when any kernel, copy or memset touches memory still aliased to the scratch —
+// whatever words the engine's own checks happen to sample.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_program.h"
+#include "tools/trace/trace_reader.h"
+
+using kvremap::testing::link_as;
+using kvremap::testing::make_temp_dir;
+using kvremap::testing::run_program;
+using kvremap::testing::RunResult;
+using kvremap::testing::trace_files;
+
+namespace {
+
+constexpr int kOracleFired = 86;
+constexpr double kGiB = 1ull << 30;
+
+std::vector<std::string> scenario_env(const char* scenario, int ranks = 1) {
+  std::vector<std::string> argv = {VLLM_LIKE, "--scenario", scenario, "--print-simcuda-env"};
+  if (ranks > 1) {
+    argv.push_back("--ranks");
+    argv.push_back(std::to_string(ranks));
+  }
+  const RunResult r = run_program(argv, {});
+  std::vector<std::string> env;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("SIMCUDA_", 0) == 0) env.push_back(line);
+  return env;
+}
+
+struct StartUp {
+  const char* name;
+  const char* engine;  // the name the example runs under: "vllm" or "sglang"
+  const char* scenario;
+  std::vector<std::string> flags;
+  int stock_exit;    // 0 started, 5 out of memory
+  int kvremap_exit;  // under KVREMAP_MODE=defer
+  const char* trigger;  // the commit's reason in the trace, when kvremap starts it
+};
+
+std::vector<std::string> argv_of(const StartUp& s, const std::string& program) {
+  std::vector<std::string> argv = {program, "--scenario", s.scenario};
+  argv.insert(argv.end(), s.flags.begin(), s.flags.end());
+  return argv;
+}
+
+const kvremap::trace::OtherEvent* find_event(const kvremap::trace::Trace& t, const std::string& name) {
+  for (const auto& e : t.other_events)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+// Every start-up of the issue: graph mode with graph replays first, with an eager prefill first,
+// with graph-memory estimation, with --kv-cache-memory; SGLang with its warm-up request and prefix
+// reuse; and both engines without graphs, where kvremap commits before the first launch after the
+// KV burst and so starts exactly when stock does.
+std::vector<StartUp> start_ups() {
+  const std::vector<std::string> sglang = {"--engine", "sglang", "--mem-fraction-static"};
+  auto with = [](std::vector<std::string> a, std::initializer_list<const char*> more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  return {
+      {"vllm graph replays first", "vllm", SEED_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 5, 0, "graph launch"},
+      {"vllm eager prefill first", "vllm", SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--first-request", "eager-prefill"}, 5, 0,
+       "kernel launch off the capture streams"},
+      {"vllm graph-memory estimate", "vllm", GRAPH_ESTIMATE_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 5, 0,
+       "graph launch"},
+      {"vllm --kv-cache-memory", "vllm", SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--kv-cache-memory", "20GiB"}, 5, 0, "graph launch"},
+      {"sglang warm-up request", "sglang", SEED_SCENARIO, with(sglang, {"0.9"}), 5, 0,
+       "kernel launch off the capture streams"},
+      {"vllm --enforce-eager starts", "vllm", SEED_SCENARIO, {"--gpu-memory-utilization", "0.8", "--enforce-eager"}, 0,
+       0, "kernel launch, no captures expected"},
+      {"vllm --enforce-eager out of memory", "vllm", SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--enforce-eager"}, 5, 5, ""},
+      {"sglang --disable-cuda-graph starts", "sglang", SEED_SCENARIO, with(sglang, {"0.8", "--disable-cuda-graph"}), 0,
+       0, "kernel launch, no captures expected"},
+      {"sglang --disable-cuda-graph out of memory", "sglang", SEED_SCENARIO,
+       with(sglang, {"0.9", "--disable-cuda-graph"}), 5, 5, ""},
+  };
+}
+
+}  // namespace
+
+TEST(CommitSafety, EveryStartUpServesOnlyFromCommittedKv) {
+  for (const StartUp& s : start_ups()) {
+    SCOPED_TRACE(s.name);
+    const std::string program = link_as(VLLM_LIKE, s.engine);
+    const std::vector<std::string> env = scenario_env(s.scenario);
+    const RunResult stock = run_program(argv_of(s, program), env, {"LD_PRELOAD"}, 120);
+    EXPECT_EQ(stock.exit_code, s.stock_exit) << stock.out << stock.err;
+
+    const std::string dir = make_temp_dir();
+    std::vector<std::string> under = env;
+    under.insert(under.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+    const RunResult r = run_program(argv_of(s, program), under, {}, 120);
+    EXPECT_NE(r.exit_code, kOracleFired) << "served from scratch-backed KV: " << r.err;
+    EXPECT_EQ(r.err.find("serving oracle"), std::string::npos) << r.err;
+    ASSERT_EQ(r.exit_code, s.kvremap_exit) << r.out << r.err;
+    const auto files = trace_files(dir);
+    ASSERT_EQ(files.size(), 1u);
+    const auto trace = kvremap::trace::read_trace(files[0]);
+    EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+    if (s.kvremap_exit != 0) {
+      EXPECT_EQ(r.out.find("phase serving"), std::string::npos) << "never reached serving";
+      continue;
+    }
+    EXPECT_NE(r.out.find("simcudart_mark_serving() called"), std::string::npos) << "the oracle was armed";
+    EXPECT_NE(r.out.find("KV verified"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("vllm_like: started"), std::string::npos);
+    const auto* deferred = find_event(trace, "kv deferred");
+    const auto* committed = find_event(trace, "kv committed");
+    ASSERT_NE(deferred, nullptr);
+    ASSERT_NE(committed, nullptr);
+    EXPECT_EQ(committed->args.at("trigger"), s.trigger);
+    EXPECT_EQ(deferred->args.at("engine"), s.engine);
+    const auto* serving = find_event(trace, "kv serving peaks");
+    ASSERT_NE(serving, nullptr) << "the serving peaks since the commit, for the next start's sizing";
+    EXPECT_GT(serving->event.ts_us, committed->event.ts_us);
+  }
+}
+
+// The oracle is what makes the test above mean something: with the trigger told to wait for a
+// kvremap_commit() the engine never makes, the eager prefill runs on scratch and the oracle fires.
+TEST(CommitSafety, TheOracleCatchesAnEagerPrefillOnDeferredKv) {
+  const StartUp s = start_ups()[1];
+  const std::string program = link_as(VLLM_LIKE, s.engine);
+  std::vector<std::string> env = scenario_env(s.scenario);
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=manual",
+                         "KVREMAP_TRACE=off"});
+  const RunResult r = run_program(argv_of(s, program), env, {}, 120);
+  EXPECT_EQ(r.exit_code, kOracleFired) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("simcuda: serving oracle: cuLaunchKernel touched 0x[0-9a-f]+ which "
+                                                  "maps a handle mapped at [0-9]+ addresses")))
+      << r.err;
+}
+
+// Headroom kept at the commit: the profiled activation peak for vLLM, also when its graph-memory
+// estimate queries memory after the profiling forward; SGLang's own reserve less what stayed
+// resident after its KV pool, for an engine that never profiles.
+TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
+  struct Case {
+    const char* engine;
+    const char* scenario;
+    std::vector<std::string> flags;
+    double headroom_gib;
+    const char* source;
+  };
+  for (const Case& c :
+       {Case{"vllm", SEED_SCENARIO, {"--gpu-memory-utilization", "0.9"}, 3.0, "profiled activation peak"},
+        Case{"vllm", GRAPH_ESTIMATE_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 3.0, "profiled activation peak"},
+        // (1 - 0.9) x 79.19 GiB = 7.92 GiB reserve; resident after the KV pool: 0.26 persistent,
+        // 0.7 autotune, 0.4 modules, 2.3 graph pool, 0.3 graph execs, the outputs kept.
+        Case{"sglang",
+             SEED_SCENARIO,
+             {"--engine", "sglang", "--mem-fraction-static", "0.9"},
+             7.92 - 0.26 - 0.7 - 0.4 - 2.3 - 0.3,
+             "SGLang's activation reserve"}}) {
+    SCOPED_TRACE(std::string(c.engine) + " " + c.scenario);
+    const std::string dir = make_temp_dir();
+    std::vector<std::string> env = scenario_env(c.scenario);
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+    std::vector<std::string> argv = {link_as(VLLM_LIKE, c.engine), "--scenario", c.scenario};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    const RunResult r = run_program(argv, env, {}, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto files = trace_files(dir);
+    ASSERT_EQ(files.size(), 1u);
+    const auto trace = kvremap::trace::read_trace(files[0]);
+    const auto* plan = find_event(trace, "kv commit plan");
+    ASSERT_NE(plan, nullptr);
+    EXPECT_NEAR(plan->args.at("headroom_bytes").get<double>() / kGiB, c.headroom_gib, 0.1);
+    EXPECT_EQ(plan->args.at("headroom_source"), c.source);
+  }
+}
+
+// The launcher starts one process per simulated device; each rank defers and commits on its own
+// device and verifies its KV, where stock runs out of memory on every rank.
+TEST(CommitSafety, EachRankOfATwoRankJobCommitsItsOwnDevice) {
+  const std::string program = link_as(VLLM_LIKE, "vllm");
+  const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95",
+                                         "--ranks", "2"};
+  std::vector<std::string> env = scenario_env(SEED_SCENARIO, 2);
+  EXPECT_EQ(run_program(argv, env, {"LD_PRELOAD"}, 240).exit_code, 5);
+  const std::string dir = make_temp_dir();
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+  const RunResult r = run_program(argv, env, {}, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("all 2 ranks started"), std::string::npos) << r.out;
+  std::vector<int> committed_devices;
+  for (const std::string& f : trace_files(dir)) {
+    const auto trace = kvremap::trace::read_trace(f);
+    if (const auto* c = find_event(trace, "kv committed")) committed_devices.push_back(c->args.at("device").get<int>());
+  }
+  std::sort(committed_devices.begin(), committed_devices.end());
+  EXPECT_EQ(committed_devices, (std::vector<int>{0, 1}));
+}
+
+// Settings that cannot work are refused at load with one line naming both values; with
+// KVREMAP_STRICT=1 the process exits before doing anything; without it kvremap observes only.
+TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
+  const std::string program = link_as(VLLM_LIKE, "vllm");
+  const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"};
+  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_CHUNK_BYTES=2MiB",
+                         "KVREMAP_TRACE=off"});
+  const std::string line =
+      "kvremap: KVREMAP_SCRATCH_BYTES=64MiB does not divide KVREMAP_CHUNK_BYTES=2MiB: the scratch is mapped a whole "
+      "number of times over each chunk; use 2MiB or another divisor of the chunk";
+  const RunResult lenient = run_program(argv, env, {}, 120);
+  EXPECT_EQ(lenient.exit_code, 0) << "observe-only: the engine starts as stock would";
+  EXPECT_NE(lenient.err.find(line), std::string::npos) << lenient.err;
+  env.push_back("KVREMAP_STRICT=1");
+  const RunResult strict = run_program(argv, env, {}, 120);
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find(line), std::string::npos) << strict.err;
+  EXPECT_EQ(strict.out.find("phase loading"), std::string::npos) << "stopped at load";
+}
+
+// Defer mode that defers nothing says why, once: here no allocation is a KV candidate.
+TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
+  const std::string program = link_as(VLLM_LIKE, "vllm");
+  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_KV_MIN_BYTES=8GiB",
+                         "KVREMAP_TRACE=off"});
+  const RunResult r =
+      run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
+  EXPECT_EQ(r.exit_code, 0);
+  const std::string line = "kvremap: [pid ";
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("warning: KVREMAP_MODE=defer deferred nothing: no allocation of at "
+                                                  "least KVREMAP_KV_MIN_BYTES=8.00 GiB was made after the engine's "
+                                                  "sizing memory query")))
+      << r.err;
+}
