@@ -296,6 +296,16 @@ std::string post_kv_peaks_json(int device) {
   return j + "}";
 }
 
+std::uint64_t post_kv_transient_bytes(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  std::uint64_t sum = 0;
+  for (const CategoryStats& c : d.categories) {
+    const std::int64_t above = c.post_kv_peak.load() - c.live.load();
+    sum += above > 0 ? static_cast<std::uint64_t>(above) : 0;
+  }
+  return sum;
+}
+
 std::uint64_t profiling_peak_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
 }

@@ -78,6 +78,9 @@ std::uint64_t profiling_peak_bytes(int device);
 // JSON object {"kv":{"at_kv_end":N,"peak":N,"peak_above":N},...} of those peaks, for the commit event.
 void start_post_kv_peaks(int device);
 std::string post_kv_peaks_json(int device);
+// Over the categories, the peak since the KV burst ended minus what is live now: the transient
+// need of post-KV start-up work that a start without kvremap has to fit beside its KV cache.
+std::uint64_t post_kv_transient_bytes(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
 // A kv-category instant event with preformatted JSON args (written at once).
