@@ -217,7 +217,9 @@ void commit_locked(DeviceKv& k, const char* trigger) {
   if (!real_memory_info(&free_bytes, &total)) stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed");
   const policy::Options& o = options();
   policy::CommitInputs in;
-  in.kv_bytes = k.deferred_bytes;
+  for (const Placement& r : k.regions)
+    if (r.kv) in.tensor_bytes.push_back(k.arena->region_bytes(r.base));
+  in.granularity = k.arena->granularity();
   in.chunk_bytes = o.chunk_bytes;
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
@@ -226,6 +228,7 @@ void commit_locked(DeviceKv& k, const char* trigger) {
   in.headroom_bytes = std::max<std::uint64_t>(o.headroom_bytes, profiling_peak_bytes(k.device));
   in.host_vmm_supported = host_vmm_supported(k.device) != 0;
   in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
+  in.post_kv_transient_bytes = post_kv_transient_bytes(k.device);
   in.gpu_memory_utilization = policy::gpu_memory_utilization_from(read_cmdline());
   const policy::CommitPlan plan = policy::plan_commit(in);
   const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
@@ -233,40 +236,50 @@ void commit_locked(DeviceKv& k, const char* trigger) {
                                                                            : "fail";
   trace_kv_event(
       "kv commit plan",
-      fmt::format(R"({{"device":{},"kv_bytes":{},"device_free_bytes":{},"headroom_bytes":{},"chunk_bytes":{},)"
-                  R"("verdict":"{}","device_chunks":{},"host_chunks":{},"margin_bytes":{},"deficit_bytes":{}}})",
-                  k.device, in.kv_bytes, free_bytes, in.headroom_bytes, in.chunk_bytes, verdict, plan.device_chunks,
-                  plan.host_chunks, plan.margin_bytes, plan.deficit_bytes));
+      fmt::format(R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+                  R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
+                  R"("headroom_bytes":{},"post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
+                  R"("verdict":"{}"}})",
+                  k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(),
+                  plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
+                  in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message);
-  // The device takes whole chunks in region order until the plan's share is used; the rest is host.
-  std::uint64_t device_budget = plan.device_chunks * o.chunk_bytes;
+  // Each tensor as planned: its first bytes on the device, its end on host memory.
+  bool device_refused = false;
+  std::size_t tensor = 0;
+  std::uint64_t host_per_tensor = 0;
   for (Placement& r : k.regions) {
     if (!r.kv) continue;
-    std::uint64_t on_device = 0;
-    CUresult e = k.arena->commit(r.base, device_budget, &on_device);
-    if (e != CUDA_SUCCESS && in.host_vmm_supported && device_budget > 0) {
-      device_budget = 0;  // the device could not take it after all: host memory, still correct
-      e = k.arena->commit(r.base, 0, &on_device);
+    const std::uint64_t device_bytes = device_refused ? 0 : plan.tensors[tensor++].device_bytes;
+    CUresult e = k.arena->commit(r.base, device_bytes);
+    if (e != CUDA_SUCCESS && in.host_vmm_supported && device_bytes > 0) {
+      device_refused = true;  // the device could not take it after all: host memory, still correct
+      e = k.arena->commit(r.base, 0);
     }
     if (e != CUDA_SUCCESS)
       stop(
           fmt::format("kvremap: committing the KV region at {:#x} failed with driver error {}; stopping rather than "
                       "serving from scratch memory",
                       r.base, static_cast<int>(e)));
-    device_budget -= std::min(device_budget, on_device);
+    host_per_tensor = std::max(host_per_tensor, k.arena->host_bytes(r.base));
   }
   k.committed = true;
   k.trigger.committed();
   refresh_counts(K());
+  const std::uint64_t host_bytes = k.arena->host_bytes();
   trace_kv_event(
       "kv committed",
-      fmt::format(
-          R"({{"device":{},"trigger":"{}","kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})",
-          k.device, trigger, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes, post_kv_peaks_json(k.device)));
-  if (k.arena->host_bytes() > 0) {
-    // The plan counts nominal chunks; say what was actually placed.
-    log().warn("{} (placed: {} chunks, {:.2f} GiB, on host memory)", plan.message, k.arena->host_chunks(),
-               static_cast<double>(k.arena->host_bytes()) / static_cast<double>(1ULL << 30));
+      fmt::format(R"({{"device":{},"trigger":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+                  R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
+                  R"("deficit_bytes":{},"post_kv_peaks":{}}})",
+                  k.device, trigger, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes, plan.tensors.size(),
+                  host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes,
+                  post_kv_peaks_json(k.device)));
+  if (host_bytes != plan.host_bytes) {
+    log().warn("{} (placed: {:.2f} GiB on host memory)", plan.message,
+               static_cast<double>(host_bytes) / static_cast<double>(1ULL << 30));
+  } else if (host_bytes > 0) {
+    log().warn("{}", plan.message);
   } else {
     log().info("{}", plan.message);
   }
