@@ -72,8 +72,8 @@ class KvArena {
   std::uint64_t granularity() const { return config_.granularity; }
   CUdeviceptr base() const { return base_; }
   std::uint64_t reserved_bytes() const { return config_.reserve_bytes; }
-  std::uint64_t host_chunks() const;  // host handles over all regions
-  std::uint64_t host_bytes() const;   // over all regions
+  std::uint64_t host_chunks() const;                 // host handles over all regions
+  std::uint64_t host_bytes() const;                  // over all regions
   std::uint64_t host_bytes(CUdeviceptr base) const;  // one region's; 0 for an unknown base
 
  private:

@@ -234,15 +234,14 @@ void commit_locked(DeviceKv& k, const char* trigger) {
   const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
                         : plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
                                                                            : "fail";
-  trace_kv_event(
-      "kv commit plan",
-      fmt::format(R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
-                  R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
-                  R"("headroom_bytes":{},"post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
-                  R"("verdict":"{}"}})",
-                  k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(),
-                  plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
-                  in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
+  trace_kv_event("kv commit plan",
+                 fmt::format(R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+                             R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
+                             R"("headroom_bytes":{},"post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
+                             R"("verdict":"{}"}})",
+                             k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(),
+                             plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
+                             in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message);
   // Each tensor as planned: its first bytes on the device, its end on host memory.
   bool device_refused = false;

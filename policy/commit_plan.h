@@ -49,9 +49,9 @@ struct TensorSplit {
 
 struct CommitPlan {
   CommitVerdict verdict = CommitVerdict::fail;
-  std::uint64_t kv_bytes = 0;      // sum of the tensors
-  std::uint64_t device_bytes = 0;  // sum of the tensors' device parts
-  std::uint64_t host_bytes = 0;    // sum of the tensors' host parts: the deficit rounded up per tensor
+  std::uint64_t kv_bytes = 0;               // sum of the tensors
+  std::uint64_t device_bytes = 0;           // sum of the tensors' device parts
+  std::uint64_t host_bytes = 0;             // sum of the tensors' host parts: the deficit rounded up per tensor
   std::vector<TensorSplit> tensors;         // one per input tensor, same order (fail: all on the device)
   std::uint64_t host_bytes_per_tensor = 0;  // the largest tensor's host share (all of them when equal)
   // device_free - kv - headroom: what the next start can hand back (> 0) or must take away (< 0).

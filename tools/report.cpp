@@ -285,11 +285,10 @@ void append_kv(std::string& out, const Trace& trace) {
                        format_bytes(uint_at(a, "host_bytes")), format_bytes(uint_at(a, "host_bytes_per_tensor")),
                        format_bytes(uint_at(a, "granularity")));
       } else if (event->name == "kv committed") {
-        fmt::format_to(std::back_inserter(out),
-                       "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at,
-                       string_at(a, "trigger"), format_bytes(uint_at(a, "device_bytes")),
-                       format_bytes(uint_at(a, "host_bytes")), format_bytes(uint_at(a, "host_bytes_per_tensor")),
-                       format_signed_bytes(int_at(a, "margin_bytes")));
+        fmt::format_to(
+            std::back_inserter(out), "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at,
+            string_at(a, "trigger"), format_bytes(uint_at(a, "device_bytes")), format_bytes(uint_at(a, "host_bytes")),
+            format_bytes(uint_at(a, "host_bytes_per_tensor")), format_signed_bytes(int_at(a, "margin_bytes")));
         const nlohmann::json* peaks = member(a, "post_kv_peaks");
         if (peaks == nullptr || !peaks->is_object() || peaks->empty()) continue;
         fmt::format_to(std::back_inserter(out), "  post-KV peaks: {:<12} {:>12} {:>12} {:>12}\n", "category",
