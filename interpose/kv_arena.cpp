@@ -182,20 +182,30 @@ CUresult KvArena::defer(CUdeviceptr base) {
   return CUDA_SUCCESS;
 }
 
+std::vector<KvArena::Chunk> KvArena::commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const {
+  std::vector<Chunk> chunks;
+  for (std::uint64_t off = 0; off < bytes; off += config_.chunk_bytes) {
+    const std::uint64_t end = std::min(bytes, off + config_.chunk_bytes);
+    if (end <= device_bytes) {
+      chunks.push_back(Chunk{0, false, end - off});
+    } else if (off >= device_bytes) {
+      chunks.push_back(Chunk{0, true, end - off});
+    } else {
+      chunks.push_back(Chunk{0, false, device_bytes - off});
+      chunks.push_back(Chunk{0, true, end - device_bytes});
+    }
+  }
+  return chunks;
+}
+
 CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device) {
   auto it = regions_.find(base);
   if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
   Region& region = it->second;
   for (const Chunk& c : region.chunks)
     if (c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // not deferred
-  std::vector<Chunk> fresh = region.chunks;
-  std::uint64_t placed = 0;
-  bool spilled = false;  // the device part is a prefix: once a chunk goes to the host, the rest does
-  for (Chunk& c : fresh) {
-    spilled = spilled || placed + c.bytes > device_bytes;
-    c.host = spilled;
-    if (!c.host) placed += c.bytes;
-  }
+  const std::uint64_t placed = std::min(region.bytes, device_bytes / config_.granularity * config_.granularity);
+  std::vector<Chunk> fresh = commit_layout(region.bytes, placed);
   for (std::size_t i = 0; i < fresh.size(); ++i) {
     if (CUresult r = create_handle(fresh[i].host, fresh[i].bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
       fresh[i].handle = 0;
@@ -241,6 +251,14 @@ std::uint64_t KvArena::host_bytes() const {
   std::uint64_t n = 0;
   for (const auto& [base, region] : regions_)
     for (const Chunk& c : region.chunks) n += c.host ? c.bytes : 0;
+  return n;
+}
+
+std::uint64_t KvArena::host_bytes(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  std::uint64_t n = 0;
+  if (it != regions_.end())
+    for (const Chunk& c : it->second.chunks) n += c.host ? c.bytes : 0;
   return n;
 }
 

@@ -56,9 +56,12 @@ class KvArena {
   // address stays valid (reads return scratch contents, writes land in the shared scratch). The
   // caller has synchronised and no capture is active.
   CUresult defer(CUdeviceptr base);
-  // Backs a deferred region again: its first `device_bytes` (rounded down to whole chunks) on the
-  // device, the rest on host memory (CU_MEM_LOCATION_TYPE_HOST), zero-filled, at the same addresses.
-  // Returns how many bytes went to the device in *on_device.
+  // Backs a deferred region again, zero-filled, at the same addresses: its first `device_bytes`
+  // (rounded down to the granularity, at most the region) on the device, the rest — the end of the
+  // region's VA — on host memory (CU_MEM_LOCATION_TYPE_HOST). Both parts keep the region's chunk
+  // grid: the chunk that straddles the boundary becomes a smaller device handle and a host handle,
+  // so every handle is a multiple of the granularity. Returns the bytes placed on the device in
+  // *on_device.
   CUresult commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device = nullptr);
 
   bool contains(CUdeviceptr ptr) const;
@@ -66,10 +69,12 @@ class KvArena {
   std::uint64_t region_bytes(CUdeviceptr base) const;
   Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
   std::uint64_t chunk_bytes() const { return config_.chunk_bytes; }
+  std::uint64_t granularity() const { return config_.granularity; }
   CUdeviceptr base() const { return base_; }
   std::uint64_t reserved_bytes() const { return config_.reserve_bytes; }
-  std::uint64_t host_chunks() const;  // over all regions
-  std::uint64_t host_bytes() const;
+  std::uint64_t host_chunks() const;                 // host handles over all regions
+  std::uint64_t host_bytes() const;                  // over all regions
+  std::uint64_t host_bytes(CUdeviceptr base) const;  // one region's; 0 for an unknown base
 
  private:
   struct Chunk {
@@ -92,6 +97,9 @@ class KvArena {
   // Maps the scratch repeatedly over [va, va+bytes) and grants access; undoes itself on failure.
   CUresult map_scratch(CUdeviceptr va, std::uint64_t bytes);
   void release_handles(std::vector<Chunk>& chunks);
+  // The handles a commit creates for a region of `bytes`: the chunk grid, device below
+  // `device_bytes` (a granularity multiple), host from there to the end.
+  std::vector<Chunk> commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const;
   CUresult find_va(std::uint64_t bytes, CUdeviceptr* out);
   CUresult ensure_scratch();
 

@@ -278,35 +278,44 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   const KvState& state = K();
   std::string headroom_source;
   policy::CommitInputs in;
-  in.kv_bytes = k.deferred_bytes;
+  for (const Placement& r : k.regions)
+    if (r.kv) in.tensor_bytes.push_back(k.arena->region_bytes(r.base));
+  in.granularity = k.arena->granularity();
   in.chunk_bytes = o.chunk_bytes;
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
   in.headroom_bytes = serving_headroom(k, total, &headroom_source);
   in.host_vmm_supported = host_vmm_supported(k.device) != 0;
   in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
+  in.post_kv_transient_bytes = post_kv_needs(k.device).transient;
+  in.engine = state.engine.kind;
   in.gpu_memory_utilization = state.engine.gpu_memory_utilization;
+  in.mem_fraction_static = state.engine.mem_fraction_static;
+  in.kv_cache_memory = state.engine.kv_cache_memory;
   const policy::CommitPlan plan = policy::plan_commit(in);
   const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
                         : plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
                                                                            : "fail";
-  trace_kv_event(
-      "kv commit plan",
-      fmt::format(R"({{"device":{},"kv_bytes":{},"device_free_bytes":{},"headroom_bytes":{},"headroom_source":"{}",)"
-                  R"("chunk_bytes":{},"verdict":"{}","device_chunks":{},"host_chunks":{},"margin_bytes":{},)"
-                  R"("deficit_bytes":{}}})",
-                  k.device, in.kv_bytes, free_bytes, in.headroom_bytes, headroom_source, in.chunk_bytes, verdict,
-                  plan.device_chunks, plan.host_chunks, plan.margin_bytes, plan.deficit_bytes));
+  trace_kv_event("kv commit plan",
+                 fmt::format(R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+                             R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
+                             R"("headroom_bytes":{},"headroom_source":"{}","post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
+                             R"("verdict":"{}"}})",
+                             k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(),
+                             plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
+                             headroom_source, in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
-  // The device takes whole chunks in region order until the plan's share is used; the rest is host.
-  std::uint64_t device_budget = plan.device_chunks * o.chunk_bytes;
+  // Each tensor as planned: its first bytes on the device, its end on host memory.
+  bool device_refused = false;
+  std::size_t tensor = 0;
+  std::uint64_t host_per_tensor = 0;
   for (Placement& r : k.regions) {
     if (!r.kv) continue;
-    std::uint64_t on_device = 0;
-    CUresult e = k.arena->commit(r.base, device_budget, &on_device);
-    if (e != CUDA_SUCCESS && in.host_vmm_supported && device_budget > 0) {
-      device_budget = 0;  // the device could not take it after all: host memory, still correct
-      e = k.arena->commit(r.base, 0, &on_device);
+    const std::uint64_t device_bytes = device_refused ? 0 : plan.tensors[tensor++].device_bytes;
+    CUresult e = k.arena->commit(r.base, device_bytes);
+    if (e != CUDA_SUCCESS && in.host_vmm_supported && device_bytes > 0) {
+      device_refused = true;  // the device could not take it after all: host memory, still correct
+      e = k.arena->commit(r.base, 0);
     }
     if (e != CUDA_SUCCESS)
       stop(
@@ -314,24 +323,28 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                       "serving from scratch memory",
                       r.base, static_cast<int>(e)),
           kExitKvDoesNotFit);
-    device_budget -= std::min(device_budget, on_device);
+    host_per_tensor = std::max(host_per_tensor, k.arena->host_bytes(r.base));
   }
   k.committed = true;
   k.trigger.committed();
   refresh_counts(K());
+  const std::uint64_t host_bytes = k.arena->host_bytes();
   trace_kv_event(
       "kv committed",
-      fmt::format(
-          R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"host_chunks":{},"margin_bytes":{},"post_kv_peaks":{}}})",
-          k.device, policy::to_string(reason), call, in.kv_bytes, k.arena->host_chunks(), plan.margin_bytes,
-          post_kv_peaks_json(k.device)));
+      fmt::format(R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+                  R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
+                  R"("deficit_bytes":{},"post_kv_peaks":{}}})",
+                  k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes, plan.tensors.size(),
+                  host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes,
+                  post_kv_peaks_json(k.device)));
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device);
   log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
-  if (k.arena->host_bytes() > 0) {
-    // The plan counts nominal chunks; say what was actually placed.
-    log().warn("{} (placed: {} chunks, {:.2f} GiB, on host memory)", plan.message, k.arena->host_chunks(),
-               static_cast<double>(k.arena->host_bytes()) / static_cast<double>(1ULL << 30));
+  if (host_bytes != plan.host_bytes) {
+    log().warn("{} (placed: {:.2f} GiB on host memory)", plan.message,
+               static_cast<double>(host_bytes) / static_cast<double>(1ULL << 30));
+  } else if (host_bytes > 0) {
+    log().warn("{}", plan.message);
   } else {
     log().info("{}", plan.message);
   }

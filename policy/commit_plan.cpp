@@ -1,16 +1,22 @@
-// The commit decision: device chunks, host tail or a precise failure, and the margin to learn from.
+// The commit decision: all on the device, the deficit at the end of every tensor on host, or a precise failure.
 #include "policy/commit_plan.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 #include "policy/units.h"
 
 namespace kvremap::policy {
 namespace {
 
-std::uint64_t chunks_for(std::uint64_t bytes, std::uint64_t chunk) { return (bytes + chunk - 1) / chunk; }
+// vLLM's --gpu-memory-utilization when the command line does not give one.
+constexpr double kVllmDefaultUtilization = 0.9;
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 
 std::string gib(std::uint64_t bytes) {
   char buf[32];
@@ -18,57 +24,136 @@ std::string gib(std::uint64_t bytes) {
   return buf;
 }
 
-// What to run instead so the next start's KV cache fits: vLLM's KV size is linear in the
-// utilisation (kv = total * util - non_kv), so the KV shortfall comes off the utilisation directly.
-std::string fix_hint(const CommitInputs& in, std::uint64_t deficit) {
-  const std::uint64_t kv_fit = in.kv_bytes > deficit ? in.kv_bytes - deficit : 0;
-  std::string hint = "use --kv-cache-memory " + std::to_string(kv_fit);
-  if (in.gpu_memory_utilization && in.device_total_bytes > 0) {
-    const double fit =
-        *in.gpu_memory_utilization - static_cast<double>(deficit) / static_cast<double>(in.device_total_bytes);
-    // Two decimals, rounded down: the suggestion must fit, not just nearly.
-    const double rounded = fit > 0 ? std::floor(fit * 100.0) / 100.0 : 0.0;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " or --gpu-memory-utilization %.2f", rounded);
-    hint += buf;
-  }
-  return hint;
+std::string two_decimals(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", value);
+  return buf;
 }
+
+// A share lowered by `shrink` bytes of `total`, rounded down to two decimals: the suggestion must
+// fit, not just nearly. The small epsilon keeps 0.95 - 0.05 at 0.90 despite binary fractions.
+double lowered_share(double share, std::uint64_t shrink, std::uint64_t total) {
+  const double fit = share - static_cast<double>(shrink) / static_cast<double>(total);
+  return fit > 0 ? std::floor(fit * 100.0 + 1e-9) / 100.0 : 0.0;
+}
+
+// How far a share must drop when its current value is unknown, rounded up to two decimals.
+double share_drop(std::uint64_t shrink, std::uint64_t total) {
+  return std::ceil(static_cast<double>(shrink) / static_cast<double>(total) * 100.0 - 1e-9) / 100.0;
+}
+
+std::string vllm_flags(const CommitInputs& in, std::uint64_t shrink, std::uint64_t kv_fit) {
+  const std::string kv_flag = "--kv-cache-memory " + std::to_string(kv_fit);
+  // With --kv-cache-memory given, the utilisation does not size the KV cache.
+  if (in.kv_cache_memory || in.device_total_bytes == 0) return kv_flag;
+  if (in.gpu_memory_utilization)
+    return "--gpu-memory-utilization " +
+           two_decimals(lowered_share(*in.gpu_memory_utilization, shrink, in.device_total_bytes)) + " or " + kv_flag;
+  return "--gpu-memory-utilization " +
+         two_decimals(lowered_share(kVllmDefaultUtilization, shrink, in.device_total_bytes)) + " (from the default " +
+         two_decimals(kVllmDefaultUtilization) + ") or " + kv_flag;
+}
+
+std::string sglang_flags(const CommitInputs& in, std::uint64_t shrink) {
+  if (in.device_total_bytes == 0) return "--mem-fraction-static lower";
+  if (in.mem_fraction_static)
+    return "--mem-fraction-static " +
+           two_decimals(lowered_share(*in.mem_fraction_static, shrink, in.device_total_bytes));
+  return "--mem-fraction-static " + two_decimals(share_drop(shrink, in.device_total_bytes)) + " lower";
+}
+
+// The flags that shrink the engine's KV cache by `shrink` bytes.
+std::string flags_for(const CommitInputs& in, std::uint64_t kv_bytes, std::uint64_t shrink) {
+  const std::uint64_t kv_fit = kv_bytes > shrink ? kv_bytes - shrink : 0;
+  switch (in.engine) {
+    case EngineKind::vllm:
+      return vllm_flags(in, shrink, kv_fit);
+    case EngineKind::sglang:
+      return sglang_flags(in, shrink);
+    case EngineKind::other:
+      break;
+  }
+  return "a KV cache of " + std::to_string(kv_fit) + " bytes (" + gib(kv_fit) + ") fits: vLLM " +
+         vllm_flags(in, shrink, kv_fit) + "; SGLang " + sglang_flags(in, shrink);
+}
+
+std::uint64_t positive(std::int64_t value) { return value > 0 ? static_cast<std::uint64_t>(value) : 0; }
 
 }  // namespace
 
+std::string next_start_hint(const CommitInputs& in, std::int64_t margin_bytes) {
+  const std::uint64_t kv_bytes = std::accumulate(in.tensor_bytes.begin(), in.tensor_bytes.end(), std::uint64_t{0});
+  const std::uint64_t under = positive(-margin_bytes);
+  const std::uint64_t without =
+      positive(static_cast<std::int64_t>(in.post_kv_transient_bytes) - margin_bytes);  // >= under
+  if (without == 0) return "";
+  const std::string without_flags = flags_for(in, kv_bytes, without);
+  if (under == 0) return "a start without kvremap needs " + without_flags;
+  const std::string under_flags = flags_for(in, kv_bytes, under);
+  if (under_flags == without_flags) return "next start, with or without kvremap: " + under_flags;
+  return "next start under kvremap: " + under_flags + "; without kvremap: " + without_flags;
+}
+
 CommitPlan plan_commit(const CommitInputs& in) {
   CommitPlan plan;
+  const std::size_t n = in.tensor_bytes.size();
+  plan.kv_bytes = std::accumulate(in.tensor_bytes.begin(), in.tensor_bytes.end(), std::uint64_t{0});
+  plan.tensors.resize(n);
+  for (std::size_t i = 0; i < n; ++i) plan.tensors[i].device_bytes = in.tensor_bytes[i];
+  plan.device_bytes = plan.kv_bytes;
   const std::int64_t available =
       static_cast<std::int64_t>(in.device_free_bytes) - static_cast<std::int64_t>(in.headroom_bytes);
-  plan.margin_bytes = available - static_cast<std::int64_t>(in.kv_bytes);
-  const std::uint64_t total_chunks = in.chunk_bytes ? chunks_for(in.kv_bytes, in.chunk_bytes) : 0;
+  plan.margin_bytes = available - static_cast<std::int64_t>(plan.kv_bytes);
+  const std::string hint = next_start_hint(in, plan.margin_bytes);
   if (plan.margin_bytes >= 0) {
     plan.verdict = CommitVerdict::all_device;
-    plan.device_chunks = total_chunks;
-    plan.message = "commit: " + gib(in.kv_bytes) + " of KV on the device, " +
+    plan.message = "commit: " + gib(plan.kv_bytes) + " of KV on the device, " +
                    gib(static_cast<std::uint64_t>(plan.margin_bytes)) + " to spare after " + gib(in.headroom_bytes) +
-                   " headroom";
+                   " headroom" + (hint.empty() ? "" : "; " + hint);
     return plan;
   }
   plan.deficit_bytes = static_cast<std::uint64_t>(-plan.margin_bytes);
-  // Whole chunks only on the device: a chunk is one physical handle.
-  const std::uint64_t device_bytes = available > 0 ? static_cast<std::uint64_t>(available) : 0;
-  plan.device_chunks = in.chunk_bytes ? std::min(total_chunks, device_bytes / in.chunk_bytes) : 0;
   if (in.deficit_mode == DeficitMode::host && in.host_vmm_supported) {
     plan.verdict = CommitVerdict::host_tail;
-    plan.host_chunks = total_chunks - plan.device_chunks;
-    plan.message = "commit: " + gib(in.kv_bytes) + " of KV does not fit (" + gib(plan.deficit_bytes) + " short with " +
-                   gib(in.headroom_bytes) + " headroom): " + std::to_string(plan.host_chunks) + " of " +
-                   std::to_string(total_chunks) +
-                   " chunks on host memory; next start: " + fix_hint(in, plan.deficit_bytes);
+    // Block allocators hand out low block ids first, so the end of every tensor is what only the
+    // most loaded moments touch. One share for all; a tensor smaller than the share goes to host
+    // whole and the others share what it could not hold.
+    const std::uint64_t granule = in.granularity ? in.granularity : 1;
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return in.tensor_bytes[a] < in.tensor_bytes[b]; });
+    std::uint64_t remaining = plan.deficit_bytes;
+    std::size_t left = n;
+    for (std::size_t pos = 0; pos < n; ++pos) {
+      const std::uint64_t share = round_up((remaining + left - 1) / left, granule);
+      const std::size_t i = order[pos];
+      if (in.tensor_bytes[i] < share) {  // this one goes entirely to host; the others share the rest
+        plan.tensors[i] = TensorSplit{0, in.tensor_bytes[i]};
+        remaining -= std::min(remaining, in.tensor_bytes[i]);
+        --left;
+        continue;
+      }
+      for (std::size_t rest = pos; rest < n; ++rest) {
+        const std::size_t j = order[rest];
+        plan.tensors[j] = TensorSplit{in.tensor_bytes[j] - share, share};
+      }
+      break;
+    }
+    for (const TensorSplit& t : plan.tensors) plan.host_bytes += t.host_bytes;
+    plan.device_bytes = plan.kv_bytes - plan.host_bytes;
+    if (n) plan.host_bytes_per_tensor = plan.tensors[order.back()].host_bytes;
+    plan.message = "commit: " + gib(plan.kv_bytes) + " of KV does not fit (" + gib(plan.deficit_bytes) +
+                   " short with " + gib(in.headroom_bytes) + " headroom): " + gib(plan.host_bytes) +
+                   " on host memory, the last " + format_bytes(plan.host_bytes_per_tensor) + " of each of " +
+                   std::to_string(n) + " tensors; " + hint;
     return plan;
   }
   plan.verdict = CommitVerdict::fail;
-  plan.message = "kvremap: the KV cache (" + gib(in.kv_bytes) + ") does not fit: " + gib(plan.deficit_bytes) +
-                 " missing on the device with " + gib(in.headroom_bytes) + " headroom" +
-                 (in.deficit_mode == DeficitMode::host ? " and no host memory tier on this device" : "") + "; " +
-                 fix_hint(in, plan.deficit_bytes);
+  plan.message = "kvremap: the KV cache (" + gib(plan.kv_bytes) + ") does not fit: " + gib(plan.deficit_bytes) +
+                 " missing on the device (" + std::to_string(plan.deficit_bytes) + " bytes, with " +
+                 gib(in.headroom_bytes) + " headroom of " + gib(in.device_free_bytes) + " free" +
+                 (in.deficit_mode == DeficitMode::host ? "; no host memory tier on this device" : "") + "); " + hint;
   return plan;
 }
 

@@ -1,10 +1,13 @@
-// The commit decision: how the deferred KV cache is backed once start-up work is over (pure arithmetic).
+// The commit decision: how the deferred KV cache is backed once start-up work is over (pure arithmetic, in bytes).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "policy/engine.h"
 
 namespace kvremap::policy {
 
@@ -12,36 +15,65 @@ enum class DeficitMode : std::uint8_t { host, fail };
 
 // What the interposer measured when it is time to commit.
 struct CommitInputs {
-  std::uint64_t kv_bytes = 0;           // the KV cache the engine holds (chunk-aligned)
-  std::uint64_t chunk_bytes = 0;        // physical handle size; KV is backed chunk by chunk
+  // Each KV tensor (arena region) in bytes, in the order the caller commits them; each a multiple
+  // of the granularity.
+  std::vector<std::uint64_t> tensor_bytes;
+  std::uint64_t granularity = 0;        // VMM granularity: host shares are multiples of it (0 counts as 1)
+  std::uint64_t chunk_bytes = 0;        // physical handle size of the arena (reported, not planned with)
   std::uint64_t device_free_bytes = 0;  // driver's free memory now, KV still on scratch
   std::uint64_t device_total_bytes = 0;
-  std::uint64_t headroom_bytes = 0;  // kept free after the commit (KVREMAP_HEADROOM)
+  std::uint64_t headroom_bytes = 0;  // kept free after the commit
   bool host_vmm_supported = false;   // CU_MEM_LOCATION_TYPE_HOST(_NUMA) handles work here
   DeficitMode deficit_mode = DeficitMode::host;
-  // The engine's --gpu-memory-utilization, when its command line says (for the fix-it message).
-  std::optional<double> gpu_memory_utilization;
+  // What start-up work after the KV burst needed beyond what it still holds: over the categories,
+  // peak since the burst ended minus live now. A start without kvremap needs it beside its KV.
+  std::uint64_t post_kv_transient_bytes = 0;
+  // The engine and its own memory-share flags, for the next-start hints.
+  EngineKind engine = EngineKind::other;
+  std::optional<double> gpu_memory_utilization;  // vLLM --gpu-memory-utilization
+  std::optional<double> mem_fraction_static;     // SGLang --mem-fraction-static
+  std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory
 };
 
 enum class CommitVerdict : std::uint8_t {
-  all_device,  // every chunk on the device
-  host_tail,   // the last chunks on host memory (slower, correct)
+  all_device,  // every KV byte on the device
+  host_tail,   // the end of every tensor on host memory (slower, correct)
   fail,        // not enough memory and no host tier: stop with the message
+};
+
+// One tensor's split: its first device_bytes on the device, the last host_bytes on host memory.
+struct TensorSplit {
+  std::uint64_t device_bytes = 0;
+  std::uint64_t host_bytes = 0;
 };
 
 struct CommitPlan {
   CommitVerdict verdict = CommitVerdict::fail;
-  std::uint64_t device_chunks = 0;
-  std::uint64_t host_chunks = 0;
+  std::uint64_t kv_bytes = 0;               // sum of the tensors
+  std::uint64_t device_bytes = 0;           // sum of the tensors' device parts
+  std::uint64_t host_bytes = 0;             // sum of the tensors' host parts: the deficit rounded up per tensor
+  std::vector<TensorSplit> tensors;         // one per input tensor, same order (fail: all on the device)
+  std::uint64_t host_bytes_per_tensor = 0;  // the largest tensor's host share (all of them when equal)
   // device_free - kv - headroom: what the next start can hand back (> 0) or must take away (< 0).
   std::int64_t margin_bytes = 0;
   std::uint64_t deficit_bytes = 0;  // KV bytes that do not fit on the device with the headroom kept
-  std::string message;              // one line for the log; for fail, what to change
+  std::string message;              // one line for the log; for fail, the missing bytes and what to change
 };
 
-// Decides the backing. KV bytes that are not a whole number of chunks count as a (partial) last
-// chunk. With kv_bytes == 0 the plan is all_device with no chunks. chunk_bytes must be > 0.
+// Decides the backing. The deficit goes to host memory at the end of every tensor: each tensor's
+// host share is ceil(deficit / n) rounded up to the granularity; a tensor smaller than that goes to
+// host whole and the share is recomputed over the others for what it could not hold. No tensors:
+// all_device with no bytes.
 CommitPlan plan_commit(const CommitInputs& in);
+
+// What to run next time so the KV cache fits, naming the engine's own flags: vLLM
+// `--gpu-memory-utilization` / `--kv-cache-memory`, SGLang `--mem-fraction-static`, both engines'
+// for `other`. Both engines' KV size is linear in their share, so S bytes less KV is the share
+// lowered by S / total, rounded down to two decimals. A start under kvremap must shrink the KV by
+// the deficit (-margin_bytes, if positive); one without it by post_kv_transient_bytes - margin_bytes
+// (the transient had to fit beside the KV); both are given when they differ. Empty when neither
+// has to shrink.
+std::string next_start_hint(const CommitInputs& in, std::int64_t margin_bytes);
 
 // "--gpu-memory-utilization 0.95" / "--gpu-memory-utilization=0.95" in a command line.
 std::optional<double> gpu_memory_utilization_from(std::string_view cmdline);

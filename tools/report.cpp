@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/trace/json_access.h"
+
 namespace kvremap::report {
 
 using trace::CategoryStats;
@@ -250,6 +252,64 @@ void append_captures_graphs_modules(std::string& out, const Trace& trace) {
   }
 }
 
+// The KV deferral's decisions (cat "kv", KVREMAP_MODE=defer), per device: what was deferred, the
+// plan's inputs and verdict, the commit as placed, and what post-KV start-up work needed.
+void append_kv(std::string& out, const Trace& trace) {
+  using trace::detail::int_at;
+  using trace::detail::member;
+  using trace::detail::string_at;
+  using trace::detail::uint_at;
+  std::map<std::int64_t, std::vector<const trace::OtherEvent*>> by_device;
+  for (const trace::OtherEvent& event : trace.other_events)
+    if (event.cat == "kv") by_device[int_at(event.args, "device")].push_back(&event);
+  for (const auto& [device, events] : by_device) {
+    fmt::format_to(std::back_inserter(out), "\nkv cache, device {}:\n", device);
+    for (const trace::OtherEvent* event : events) {
+      const nlohmann::json& a = event->args;
+      const std::string at = format_seconds(event->event.ts_us);
+      if (event->name == "kv deferred") {
+        fmt::format_to(std::back_inserter(out), "  deferred   at {}: {} tensors of {}, {} on a {} scratch\n", at,
+                       uint_at(a, "regions"), format_bytes(uint_at(a, "tensor_bytes")),
+                       format_bytes(uint_at(a, "deferred_bytes")), format_bytes(uint_at(a, "scratch_bytes")));
+      } else if (event->name == "kv commit plan") {
+        fmt::format_to(std::back_inserter(out),
+                       "  plan       at {}: {} of KV in {} tensors; {} free, {} headroom, {} post-KV transient\n", at,
+                       format_bytes(uint_at(a, "kv_bytes")), uint_at(a, "tensors"),
+                       format_bytes(uint_at(a, "device_free_bytes")), format_bytes(uint_at(a, "headroom_bytes")),
+                       format_bytes(uint_at(a, "post_kv_transient_bytes")));
+        fmt::format_to(std::back_inserter(out),
+                       "             {}: margin {}, deficit {}; device {}, host {} ({} at the end of each tensor; "
+                       "granularity {})\n",
+                       string_at(a, "verdict"), format_signed_bytes(int_at(a, "margin_bytes")),
+                       format_bytes(uint_at(a, "deficit_bytes")), format_bytes(uint_at(a, "device_bytes")),
+                       format_bytes(uint_at(a, "host_bytes")), format_bytes(uint_at(a, "host_bytes_per_tensor")),
+                       format_bytes(uint_at(a, "granularity")));
+      } else if (event->name == "kv committed") {
+        fmt::format_to(
+            std::back_inserter(out), "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at,
+            string_at(a, "trigger"), format_bytes(uint_at(a, "device_bytes")), format_bytes(uint_at(a, "host_bytes")),
+            format_bytes(uint_at(a, "host_bytes_per_tensor")), format_signed_bytes(int_at(a, "margin_bytes")));
+        const nlohmann::json* peaks = member(a, "post_kv_peaks");
+        if (peaks == nullptr || !peaks->is_object() || peaks->empty()) continue;
+        fmt::format_to(std::back_inserter(out), "  post-KV peaks: {:<12} {:>12} {:>12} {:>12}\n", "category",
+                       "at KV end", "peak since", "difference");
+        std::vector<std::string> names;
+        for (const auto& [name, value] : peaks->items()) names.push_back(name);
+        std::stable_sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) {
+          return trace::category_rank(x) < trace::category_rank(y);
+        });
+        for (const std::string& name : names) {
+          const nlohmann::json& p = peaks->at(name);
+          const std::uint64_t start = uint_at(p, "at_kv_end");
+          const std::uint64_t peak = uint_at(p, "peak");
+          fmt::format_to(std::back_inserter(out), "                 {:<12} {:>12} {:>12} {:>12}\n", name,
+                         format_bytes(start), format_bytes(peak), format_signed_bytes(difference(peak, start)));
+        }
+      }
+    }
+  }
+}
+
 // Internal events explain gaps: after "tracking disabled" the numbers above stop being complete.
 void append_notes(std::string& out, const Trace& trace) {
   for (const trace::OtherEvent& event : trace.other_events) {
@@ -279,6 +339,7 @@ std::string render_report(const Trace& trace) {
   append_checkpoints(out, trace);
   append_phases(out, trace);
   append_captures_graphs_modules(out, trace);
+  append_kv(out, trace);
   append_notes(out, trace);
   return out;
 }

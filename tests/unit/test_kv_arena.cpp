@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "policy/commit_plan.h"
 #include "simcuda_fixture.h"
 
 using kvremap::interpose::ArenaConfig;
@@ -28,14 +30,66 @@ ArenaDriver simulated_driver() {
   return d;
 }
 
+// The simulated driver, watched: which handles are host-located and what is mapped where, so a
+// test can tell which VA ranges are backed by host memory.
+struct Mapping {
+  std::uint64_t bytes = 0;
+  CUmemGenericAllocationHandle handle = 0;
+};
+std::map<CUmemGenericAllocationHandle, std::pair<bool, std::uint64_t>> g_handles;  // host?, bytes
+std::map<CUdeviceptr, Mapping> g_mappings;                                         // by VA
+
+CUresult spy_create(CUmemGenericAllocationHandle* h, size_t bytes, const CUmemAllocationProp* prop,
+                    unsigned long long flags) {
+  const CUresult r = cuMemCreate(h, bytes, prop, flags);
+  if (r == CUDA_SUCCESS) g_handles[*h] = {prop->location.type == CU_MEM_LOCATION_TYPE_HOST, bytes};
+  return r;
+}
+CUresult spy_map(CUdeviceptr va, size_t bytes, size_t offset, CUmemGenericAllocationHandle h,
+                 unsigned long long flags) {
+  const CUresult r = cuMemMap(va, bytes, offset, h, flags);
+  if (r == CUDA_SUCCESS) g_mappings[va] = Mapping{bytes, h};
+  return r;
+}
+CUresult spy_unmap(CUdeviceptr va, size_t bytes) {
+  const CUresult r = cuMemUnmap(va, bytes);
+  if (r == CUDA_SUCCESS) g_mappings.erase(g_mappings.lower_bound(va), g_mappings.lower_bound(va + bytes));
+  return r;
+}
+ArenaDriver spying_driver() {
+  g_handles.clear();
+  g_mappings.clear();
+  ArenaDriver d = simulated_driver();
+  d.create = spy_create;
+  d.map = spy_map;
+  d.unmap = spy_unmap;
+  return d;
+}
+
+// The host-backed ranges inside [va, va + bytes), merged, as offsets from va.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> host_ranges(CUdeviceptr va, std::uint64_t bytes) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (auto it = g_mappings.lower_bound(va); it != g_mappings.end() && it->first < va + bytes; ++it) {
+    if (!g_handles.at(it->second.handle).first) continue;
+    const std::uint64_t begin = it->first - va, end = begin + it->second.bytes;
+    if (!out.empty() && out.back().second == begin) {
+      out.back().second = end;
+    } else {
+      out.emplace_back(begin, end);
+    }
+  }
+  return out;
+}
+
 constexpr std::uint64_t kChunk = 8 * kMiB;
 constexpr std::uint64_t kScratch = 2 * kMiB;
 
 class ArenaTest : public SimDriver {
  protected:
-  std::unique_ptr<KvArena> Make(std::uint64_t reserve = 256 * kMiB) {
+  std::unique_ptr<KvArena> Make(std::uint64_t reserve = 256 * kMiB, bool spy = false) {
     CUresult error = CUDA_SUCCESS;
-    auto arena = KvArena::create(simulated_driver(), ArenaConfig{0, reserve, kChunk, kScratch, 2 * kMiB}, &error);
+    auto arena = KvArena::create(spy ? spying_driver() : simulated_driver(),
+                                 ArenaConfig{0, reserve, kChunk, kScratch, 2 * kMiB}, &error);
     EXPECT_EQ(error, CUDA_SUCCESS);
     return arena;
   }
@@ -96,13 +150,73 @@ TEST_F(ArenaTest, CommitCanPutTheTailOnHostMemory) {
   ASSERT_CU(arena->allocate(3 * kChunk, &a));
   ASSERT_CU(arena->defer(a));
   std::uint64_t on_device = 0;
-  ASSERT_CU(arena->commit(a, kChunk + kChunk / 2, &on_device));
-  EXPECT_EQ(on_device, kChunk) << "whole chunks only";
-  EXPECT_EQ(arena->host_chunks(), 2u);
-  EXPECT_EQ(Used(), kScratch + 2 * kMiB + kChunk);
-  EXPECT_EQ(simcuda_host_used_bytes(), 2 * kChunk);
+  ASSERT_CU(arena->commit(a, kChunk + kChunk / 2 + kMiB, &on_device));
+  EXPECT_EQ(on_device, kChunk + kChunk / 2) << "rounded down to the granularity";
+  EXPECT_EQ(arena->host_chunks(), 2u) << "the split chunk's host half and the last chunk";
+  EXPECT_EQ(arena->host_bytes(a), 3 * kChunk / 2);
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB + kChunk + kChunk / 2);
+  EXPECT_EQ(simcuda_host_used_bytes(), 3 * kChunk / 2);
   Words(a + 2 * kChunk)[1] = 9;  // host-backed bytes are device-accessible
   EXPECT_EQ(Words(a + 2 * kChunk)[1], 9u);
+}
+
+TEST_F(ArenaTest, TheHostShareIsTheRegionsEndAndTheChunkAtTheBoundaryIsSplit) {
+  auto arena = Make(256 * kMiB, /*spy=*/true);
+  CUdeviceptr a = 0;
+  ASSERT_CU(arena->allocate(3 * kChunk, &a));
+  ASSERT_CU(arena->defer(a));
+  Words(a + 20 * kMiB)[0] = 7;
+  ASSERT_CU(arena->commit(a, 18 * kMiB));
+  EXPECT_EQ(arena->backing(a), Backing::chunks);
+  EXPECT_EQ(simcuda_host_used_bytes(), 6 * kMiB);
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB + 18 * kMiB);
+  using Ranges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(host_ranges(a, 3 * kChunk), (Ranges{{18 * kMiB, 24 * kMiB}})) << "exactly the last 6 MiB";
+  // Device 8 + 8 + 2 MiB, host 6 MiB: the third chunk split at the boundary, every handle a granule multiple.
+  std::vector<std::pair<bool, std::uint64_t>> handles;
+  for (auto it = g_mappings.lower_bound(a); it != g_mappings.end() && it->first < a + 3 * kChunk; ++it)
+    handles.push_back(g_handles.at(it->second.handle));
+  EXPECT_EQ(handles, (std::vector<std::pair<bool, std::uint64_t>>{
+                         {false, kChunk}, {false, kChunk}, {false, 2 * kMiB}, {true, 6 * kMiB}}));
+  EXPECT_EQ(Words(a + 20 * kMiB)[0], 0u) << "the host part is zero-filled too";
+  Words(a + 18 * kMiB - 4)[0] = 1;
+  Words(a + 18 * kMiB)[0] = 2;
+  EXPECT_EQ(Words(a + 18 * kMiB - 4)[0], 1u);
+  EXPECT_EQ(Words(a + 18 * kMiB)[0], 2u);
+  // Deferred and committed again, the region goes back to its plain chunk grid.
+  ASSERT_CU(arena->defer(a));
+  EXPECT_EQ(simcuda_host_used_bytes(), 0u);
+  ASSERT_CU(arena->commit(a, 3 * kChunk));
+  EXPECT_TRUE(host_ranges(a, 3 * kChunk).empty());
+  EXPECT_EQ(arena->host_bytes(a), 0u);
+}
+
+// What kv_manager does with a deficit: the plan's split of every tensor, committed tensor by
+// tensor. The host bytes are the deficit rounded up to the granularity per tensor, at each end.
+TEST_F(ArenaTest, ADeficitLandsAtTheEndOfEveryTensor) {
+  auto arena = Make(256 * kMiB, /*spy=*/true);
+  std::vector<CUdeviceptr> tensors(4);
+  for (CUdeviceptr& t : tensors) ASSERT_CU(arena->allocate(2 * kChunk + 4 * kMiB, &t));  // 20 MiB each
+  for (CUdeviceptr t : tensors) ASSERT_CU(arena->defer(t));
+  kvremap::policy::CommitInputs in;
+  in.tensor_bytes.assign(4, 20 * kMiB);
+  in.granularity = 2 * kMiB;
+  in.chunk_bytes = kChunk;
+  in.device_free_bytes = 80 * kMiB - 9 * kMiB;  // 9 MiB short: 2.25 MiB per tensor, 4 MiB rounded up
+  in.device_total_bytes = 1024 * kMiB;
+  in.host_vmm_supported = true;
+  const kvremap::policy::CommitPlan plan = kvremap::policy::plan_commit(in);
+  ASSERT_EQ(plan.verdict, kvremap::policy::CommitVerdict::host_tail);
+  EXPECT_EQ(plan.host_bytes_per_tensor, 4 * kMiB);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    std::uint64_t on_device = 0;
+    ASSERT_CU(arena->commit(tensors[i], plan.tensors[i].device_bytes, &on_device));
+    EXPECT_EQ(on_device, 16 * kMiB);
+  }
+  EXPECT_EQ(simcuda_host_used_bytes(), 16 * kMiB) << "4 MiB on each of the 4 tensors";
+  EXPECT_EQ(arena->host_bytes(), plan.host_bytes);
+  using Ranges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  for (CUdeviceptr t : tensors) EXPECT_EQ(host_ranges(t, 20 * kMiB), (Ranges{{16 * kMiB, 20 * kMiB}}));
 }
 
 TEST_F(ArenaTest, AGraphCapturedBeforeDeferralWritesIntoTheCommittedBacking) {
@@ -156,6 +270,8 @@ TEST_F(ArenaTest, DeviceExhaustionOnAllocateLeavesNothingBehind) {
 // Every driver call of the deferral and the commit, failed in turn: each outcome is either done or
 // exactly the state before, the region is always mapped and usable, and nothing leaks.
 TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
+  // The commit splits the last chunk: two device chunks, a 2 MiB device handle and a 6 MiB host one.
+  constexpr std::uint64_t kSplit = 2 * kChunk + 2 * kMiB;
   const char* functions[] = {"cuMemCreate",    "cuMemMap",      "cuMemUnmap",
                              "cuMemSetAccess", "cuMemsetD8_v2", "cuMemRelease"};
   for (const char* fn : functions) {
@@ -169,7 +285,7 @@ TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
         ASSERT_CU(arena->defer(a));
       }
       const unsigned long long before = simcuda_call_count(fn);
-      ASSERT_CU(phase == 0 ? arena->defer(a) : arena->commit(a, 2 * kChunk));
+      ASSERT_CU(phase == 0 ? arena->defer(a) : arena->commit(a, kSplit));
       const unsigned long long inside = simcuda_call_count(fn) - before;
       arena.reset();
       for (unsigned long long nth = 1; nth <= inside; ++nth) {
@@ -181,7 +297,7 @@ TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
           ASSERT_CU(arena->defer(a));
         }
         const Backing start = arena->backing(a);
-        const CUresult r = phase == 0 ? arena->defer(a) : arena->commit(a, 2 * kChunk);
+        const CUresult r = phase == 0 ? arena->defer(a) : arena->commit(a, kSplit);
         const Backing after = arena->backing(a);
         if (r == CUDA_SUCCESS) {
           EXPECT_EQ(after, phase == 0 ? Backing::scratch : Backing::chunks);

@@ -115,4 +115,48 @@ TEST(Report, TraceWithoutMemoryEventsSaysSo) {
   EXPECT_THAT(report, HasSubstr("phases: no phase changes recorded"));
 }
 
+TEST(Report, KvDeferralShowsThePlanTheCommitAndThePostKvPeaks) {
+  const std::string text =
+      "[\n"
+      R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":2,)"
+      R"("library_version":"0.2.0","hostname":"h","pid":7,"ppid":1,"cmdline":"engine","start_unix_ns":1,"options":{}}})"
+      "\n"
+      R"(,{"ph":"i","cat":"kv","pid":7,"tid":7,"ts":1500,"name":"kv deferred","s":"g","args":{"device":0,"regions":4,)"
+      R"("tensor_bytes":1073741824,"deferred_bytes":4294967296,"scratch_bytes":67108864}})"
+      "\n"
+      R"(,{"ph":"i","cat":"kv","pid":7,"tid":7,"ts":2000000,"name":"kv commit plan","s":"g","args":{"device":0,)"
+      R"("kv_bytes":4294967296,"device_bytes":4261412864,"host_bytes":33554432,"tensors":4,)"
+      R"("host_bytes_per_tensor":8388608,"granularity":2097152,"chunk_bytes":536870912,)"
+      R"("device_free_bytes":5368709120,"headroom_bytes":1101004800,"post_kv_transient_bytes":3221225472,)"
+      R"("margin_bytes":-27262976,"deficit_bytes":27262976,"verdict":"host_tail"}})"
+      "\n"
+      R"(,{"ph":"i","cat":"kv","pid":7,"tid":7,"ts":2001500,"name":"kv committed","s":"g","args":{"device":0,)"
+      R"("trigger":"graph launch","kv_bytes":4294967296,"device_bytes":4261412864,"host_bytes":33554432,)"
+      R"("tensors":4,"host_bytes_per_tensor":8388608,"granularity":2097152,"headroom_bytes":1101004800,)"
+      R"("margin_bytes":-27262976,"deficit_bytes":27262976,"post_kv_peaks":{)"
+      R"("other":{"at_kv_end":1073741824,"peak":4294967296,"peak_above":3221225472},)"
+      R"("kv":{"at_kv_end":4294967296,"peak":4294967296,"peak_above":0},)"
+      R"("graph_pool":{"at_kv_end":0,"peak":536870912,"peak_above":536870912}}}})"
+      "\n";
+  const std::string report = render_report(kvremap::trace::parse_trace(text, "kv.json"));
+  EXPECT_THAT(report, HasSubstr("\nkv cache, device 0:\n"
+                                "  deferred   at 0.002 s: 4 tensors of 1.00 GiB, 4.00 GiB on a 64.00 MiB scratch\n"));
+  EXPECT_THAT(report, HasSubstr("  plan       at 2.000 s: 4.00 GiB of KV in 4 tensors; 5.00 GiB free, "
+                                "1.03 GiB headroom, 3.00 GiB post-KV transient\n"
+                                "             host_tail: margin -26.00 MiB, deficit 26.00 MiB; device 3.97 GiB, "
+                                "host 32.00 MiB (8.00 MiB at the end of each tensor; granularity 2.00 MiB)\n"));
+  EXPECT_THAT(report, HasSubstr("  committed  at 2.002 s by graph launch: device 3.97 GiB, host 32.00 MiB "
+                                "(8.00 MiB per tensor), margin -26.00 MiB\n"));
+  // Per category: live when the KV burst ended, the peak since, the difference; in category order.
+  EXPECT_THAT(report, HasSubstr("  post-KV peaks: category        at KV end   peak since   difference\n"
+                                "                 kv               4.00 GiB     4.00 GiB          0 B\n"
+                                "                 graph_pool            0 B   512.00 MiB  +512.00 MiB\n"
+                                "                 other            1.00 GiB     4.00 GiB    +3.00 GiB\n"));
+  EXPECT_THAT(report, Not(HasSubstr("note: kv")));
+}
+
+TEST(Report, NoKvSectionWithoutKvEvents) {
+  EXPECT_THAT(render_report(read_trace(data_path("complete.json"))), Not(HasSubstr("kv cache, device")));
+}
+
 }  // namespace
