@@ -153,6 +153,28 @@ bool make_arena(DeviceKv& d) {
   size_t granule = 0;
   if (!granularity || granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) granule = 0;
   const policy::Options& o = options();
+  // The settings only the device can check: refused with one line, as a bad value is at load.
+  std::string problem;
+  const std::uint64_t device_total = real_device_total(d.device);
+  if (granule != 0 && o.chunk_bytes % granule != 0)
+    problem = fmt::format("kvremap: KVREMAP_CHUNK_BYTES={} is not a multiple of device {}'s VMM granularity ({}): use "
+                          "a multiple such as {}",
+                          policy::format_bytes(o.chunk_bytes), d.device, policy::format_bytes(granule),
+                          policy::format_bytes((o.chunk_bytes / granule + 1) * granule));
+  else if (device_total != 0 && o.headroom_bytes >= device_total)
+    problem = fmt::format("kvremap: KVREMAP_HEADROOM={} is not below device {}'s memory ({}): use a headroom such as "
+                          "1GiB",
+                          policy::format_bytes(o.headroom_bytes), d.device, policy::format_bytes(device_total));
+  if (!problem.empty()) {
+    std::fprintf(stderr, "%s\n", problem.c_str());
+    if (o.strict) {
+      finish("configuration problem");
+      std::_Exit(1);
+    }
+    d.arena_failed = true;
+    trace_kv_event("kv arena refused", fmt::format(R"({{"device":{},"reason":"{}"}})", d.device, problem));
+    return false;
+  }
   ArenaConfig c;
   c.granularity = granule;
   c.device = d.device;
@@ -165,8 +187,9 @@ bool make_arena(DeviceKv& d) {
     d.arena = KvArena::create(drv, c, &error);
   if (!d.arena) {
     d.arena_failed = true;
-    log().error("device {}: KV arena unavailable (driver error {}): KV stays in ordinary allocations", d.device,
-                static_cast<int>(error));
+    log().error("device {}: KV arena unavailable: reserving {} of address space failed with driver error {}: KV stays "
+                "in ordinary allocations",
+                d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error));
     return false;
   }
   g_any_arena.store(true);

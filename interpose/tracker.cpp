@@ -464,9 +464,6 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     const std::int64_t transient = d.other_max_since_query.load() - other_now;
     d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
     d.other_max_since_query.store(other_now);
-    if (static_cast<policy::Phase>(d.phase_now.load()) == policy::Phase::profiling && transient > 0)
-      d.profiling_transient_max.store(
-          std::max(d.profiling_transient_max.load(), static_cast<std::uint64_t>(transient)));
     if (!d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation)
       d.sizing_free.store(returned_free);
     std::string args;
@@ -486,6 +483,11 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     trace().event(e, true);
     emit_counter(device, true);
     feed_phase(device, policy::MemoryQuery{driver_free, driver_total, returned_free, returned_total});
+    // After feed_phase, which shows the tracker the launches since the last event: the query that
+    // ends the profiling forward is the one that moves the phase to profiling.
+    if (static_cast<policy::Phase>(d.phase_now.load()) == policy::Phase::profiling && transient > 0)
+      d.profiling_transient_max.store(
+          std::max(d.profiling_transient_max.load(), static_cast<std::uint64_t>(transient)));
   });
 }
 

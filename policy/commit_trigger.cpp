@@ -43,6 +43,9 @@ void CommitTrigger::arm() {
 
 void CommitTrigger::capture_began(std::uint64_t stream) {
   ++open_captures_;
+  // Captures before the KV burst (vLLM's graph-memory estimate while profiling) say nothing of
+  // where the warm-ups after it run.
+  if (state_ != State::armed) return;
   if (is_capture_stream(stream) || capture_streams_used_ == kMaxCaptureStreams) return;
   capture_streams_[capture_streams_used_++] = stream;
 }

@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     print_simcuda_env(scenario, cli);
     return 0;
   }
-  if (cli.ranks > 0) return launch_ranks(cli.ranks, cli.engine_args);
+  if (cli.ranks > 0) return launch_ranks(argv[0], cli.ranks, cli.engine_args);
   std::printf("vllm_like: scenario %s, engine %s, device %d\n", scenario.name.c_str(),
               cli.engine.kind == EngineKind::vllm ? "vllm" : "sglang", cli.engine.device);
   Engine engine(scenario, cli.engine);

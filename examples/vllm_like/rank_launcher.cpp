@@ -13,14 +13,14 @@ namespace vllm_like {
 
 namespace {
 
-// The child's argv: this program (by /proc/self/exe, so a relative argv[0] after chdir cannot
-// miss), the engine arguments and the rank's device.
-[[noreturn]] void exec_rank(int rank, int ranks, const std::vector<std::string>& engine_args) {
+// The child runs this program (by /proc/self/exe, so a relative argv[0] after chdir cannot miss)
+// under the launcher's own name, with the engine arguments and the rank's device.
+[[noreturn]] void exec_rank(const std::string& name, int rank, int ranks, const std::vector<std::string>& engine_args) {
   const std::string rank_text = std::to_string(rank);
   setenv("RANK", rank_text.c_str(), 1);
   setenv("LOCAL_RANK", rank_text.c_str(), 1);
   setenv("WORLD_SIZE", std::to_string(ranks).c_str(), 1);
-  std::vector<std::string> args{"vllm_like"};
+  std::vector<std::string> args{name};
   args.insert(args.end(), engine_args.begin(), engine_args.end());
   args.push_back("--device");
   args.push_back(rank_text);
@@ -34,12 +34,12 @@ namespace {
 
 }  // namespace
 
-int launch_ranks(int ranks, const std::vector<std::string>& engine_args) {
+int launch_ranks(const std::string& name, int ranks, const std::vector<std::string>& engine_args) {
   std::fflush(nullptr);  // nothing buffered may be written twice by the children
   std::vector<pid_t> pids;
   for (int rank = 0; rank < ranks; ++rank) {
     const pid_t pid = fork();
-    if (pid == 0) exec_rank(rank, ranks, engine_args);
+    if (pid == 0) exec_rank(name, rank, ranks, engine_args);
     if (pid < 0) {
       std::fprintf(stderr, "vllm_like: rank %d: fork failed: %s\n", rank, std::strerror(errno));
       pids.push_back(-1);

@@ -6,9 +6,10 @@
 
 namespace vllm_like {
 
-// Starts `ranks` copies of this program with `engine_args` plus `--device r`, RANK/LOCAL_RANK/
+// Starts `ranks` copies of this program, named `name` (the launcher's argv[0], as torchrun keeps the
+// program's name), with `engine_args` plus `--device r`, RANK/LOCAL_RANK/
 // WORLD_SIZE set as torchrun sets them; waits for all and prints each rank's outcome. Returns 0 if
 // every rank exited 0, else the exit status of the lowest failing rank (128 + signal if killed).
-int launch_ranks(int ranks, const std::vector<std::string>& engine_args);
+int launch_ranks(const std::string& name, int ranks, const std::vector<std::string>& engine_args);
 
 }  // namespace vllm_like

@@ -258,6 +258,44 @@ int tagged() {
 #undef TAGGED_STEP
 }
 
+// After its tagged KV burst, the engine's first touch of the cache is a host-to-device copy into it
+// (a KV connector loading a cached prefix), then an IPC handle of it: the copy must land in
+// committed memory, and read back. With TOUCH=ipc the IPC handle comes first.
+int kv_copy() {
+  using Tag = int (*)(const char*);
+  using Call = int (*)();
+  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
+  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  if (push) push("kv");
+  unsigned char* kv[2] = {};
+  for (auto& t : kv) {
+    check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
+    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
+  }
+  if (pop) pop();
+  void* autotune = nullptr;
+  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+  const char* touch = std::getenv("TOUCH");
+  if (touch && std::string(touch) == "ipc") {
+    cudaIpcMemHandle_t handle{};
+    std::printf("ipc handle of KV: %d\n", static_cast<int>(cudaIpcGetMemHandle(&handle, kv[1])));
+  }
+  unsigned char pattern[4096];
+  for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
+  check(cudaMemcpy(kv[1] + 8192, pattern, sizeof pattern, cudaMemcpyHostToDevice) == cudaSuccess, "copy into KV");
+  unsigned char back[4096] = {};
+  unsigned char other = 0xff;
+  check(cudaMemcpy(back, kv[1] + 8192, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(&other, kv[0] + 8192, 1, cudaMemcpyDeviceToHost) == cudaSuccess,
+        "read back");
+  check(std::memcmp(back, pattern, sizeof back) == 0, "the copy is in the KV cache");
+  check(other == 0, "the rest of the KV cache is zero");
+  std::printf("kv-copy done\n");
+  return failures;
+}
+
 // Two devices in one process, each with its own tagged KV cache, captured graph and replay.
 int two_devices() {
   using Tag = int (*)(const char*);
@@ -502,6 +540,7 @@ int main(int argc, char** argv) {
   if (mode == "interrupt") return handle_interrupt();
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
+  if (mode == "kv-copy") return kv_copy();
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
@@ -509,7 +548,7 @@ int main(int argc, char** argv) {
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
-               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|"
+               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

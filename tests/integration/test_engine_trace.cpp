@@ -11,6 +11,7 @@
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
+using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
 using kvremap::testing::RunResult;
@@ -30,12 +31,18 @@ std::vector<std::string> scenario_env(const char* scenario = SEED_SCENARIO) {
   return env;
 }
 
+// The example engine under the name kvremap recognises vLLM by, as `vllm serve` runs.
+const std::string& vllm_program() {
+  static const std::string link = link_as(VLLM_LIKE, "vllm");
+  return link;
+}
+
 RunResult run_engine(const char* utilization, std::vector<std::string> extra_env, const std::string& cwd = "",
                      const char* scenario = SEED_SCENARIO) {
   std::vector<std::string> env = scenario_env(scenario);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  return run_program({VLLM_LIKE, "--scenario", scenario, "--gpu-memory-utilization", utilization}, env, {"LD_PRELOAD"},
-                     120, 9, cwd);
+  return run_program({vllm_program(), "--scenario", scenario, "--gpu-memory-utilization", utilization}, env,
+                     {"LD_PRELOAD"}, 120, 9, cwd);
 }
 
 // The engine's KV figure from its "started, KV <n> GiB" line, or a negative number without one.
@@ -118,8 +125,8 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     std::vector<std::string> kv_events;
     for (const auto& e : trace.other_events)
       if (e.cat == "kv") kv_events.push_back(e.name);
-    EXPECT_EQ(kv_events,
-              (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"}));
+    EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan",
+                                                   "kv committed", "kv serving peaks"}));
     // Placed in the arena: exactly the 48 KV tensors — never weights, profiling activations, the
     // attention workspace allocated after them, or the IPC-shared all-reduce buffers.
     std::size_t placed = 0, kv_regions = 0, moved_out = 0;
@@ -163,7 +170,7 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
 TEST(EngineTrace, DeferModeStartsTheSglangLikeEngineToo) {
   std::vector<std::string> env = scenario_env();
   const std::vector<std::string> args = {
-      VLLM_LIKE, "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static", "0.9"};
+      link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static", "0.9"};
   EXPECT_EQ(run_program(args, env, {"LD_PRELOAD"}).exit_code, 5) << "stock SGLang-like runs out of memory";
   env.push_back("LD_PRELOAD=" KVREMAP_LIBRARY);
   env.push_back("KVREMAP_MODE=defer");
@@ -189,13 +196,13 @@ TEST(EngineTrace, DeferModeAlsoHelpsEnginesThatEstimateGraphMemory) {
   EXPECT_GT(started_kv_gib(deferred.out), started_kv_gib(stock_90.out) + 3.0) << stock_90.out << deferred.out;
 }
 
-// Commit on quiet instead of on graph capture: the KV cache is still deferred and committed, the
-// engine starts and its graphs still verify.
-TEST(EngineTrace, QuietCommitStartsTheGraphEstimatingEngine) {
+// KVREMAP_COMMIT=first-launch: the first launch after the KV burst commits, before autotuning and
+// any capture: no gain, never wrong; the engine starts where stock does and its graphs verify.
+TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
   const std::string dir = make_temp_dir();
   const RunResult r = run_engine("0.8",
-                                 {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=quiet",
-                                  "KVREMAP_QUIET_MS=0", "KVREMAP_TRACE_DIR=" + dir},
+                                 {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=first-launch",
+                                  "KVREMAP_TRACE_DIR=" + dir},
                                  "", GRAPH_ESTIMATE_SCENARIO);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("KV verified"), std::string::npos);
@@ -205,19 +212,18 @@ TEST(EngineTrace, QuietCommitStartsTheGraphEstimatingEngine) {
   std::vector<std::string> kv_events;
   for (const auto& e : kvremap::trace::read_trace(files[0]).other_events) {
     if (e.cat == "kv") kv_events.push_back(e.name);
-    // With no quiet time the first kernel launch after the burst commits, before any capture.
     if (e.name == "kv committed") {
-      EXPECT_EQ(e.args.at("trigger"), "kernel launch");
+      EXPECT_EQ(e.args.at("trigger"), "first launch");
     }
   }
-  EXPECT_EQ(kv_events,
-            (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"}));
+  EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed",
+                                                 "kv serving peaks"}));
 }
 
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
   const RunResult r = run_engine(
       "0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 78) << "kvremap's own status for a KV cache that cannot be backed";
   // 0.95 of 79.19 GiB leaves about half a GiB too little once post-KV work and the serving
   // activations are counted: the message names it and the utilisation that fits.
   EXPECT_TRUE(std::regex_search(

@@ -451,6 +451,35 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
   }
 }
 
+// A copy into deferred KV, or an IPC handle of it, is serving work (a KV connector loading a prefix,
+// a peer about to read it): the KV cache is committed before the call, and the copy reads back.
+TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
+  for (const char* touch : {"copy", "ipc"}) {
+    SCOPED_TRACE(touch);
+    const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {std::string("TOUCH=") + touch}));
+    ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", std::string("TOUCH=") + touch});
+    EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    EXPECT_NE(t.run.out.find("kv-copy done"), std::string::npos);
+    ASSERT_EQ(t.traces.size(), 1u);
+    bool deferred = false, committed = false;
+    for (const auto& e : t.traces[0].other_events) {
+      if (e.name == "kv deferred") deferred = true;
+      if (e.name != "kv committed") continue;
+      committed = true;
+      EXPECT_EQ(e.args.at("trigger"), "KV access");
+      const std::string call = e.args.at("call").get<std::string>();
+      if (std::string(touch) == "ipc") {
+        EXPECT_EQ(call, "cuIpcGetMemHandle");
+      } else {
+        EXPECT_EQ(call.rfind("cuMemcpy", 0), 0u) << call;
+      }
+    }
+    EXPECT_TRUE(deferred);
+    EXPECT_TRUE(committed);
+  }
+}
+
 // A driver failure at every call the deferral and commit paths make (each position of each
 // function a clean run calls, counted by the simulator), through the real hook path: the engine
 // never crashes; a replay that reports success always finds its data (never unbacked or
@@ -538,7 +567,8 @@ TEST(Interposer, EachDeviceHasItsOwnArenaDeferralAndCommit) {
       EXPECT_EQ(e.args.at("trigger"), "graph launch");
     }
   }
-  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred", "kv commit plan", "kv committed"};
+  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred", "kv commit plan", "kv committed",
+                                             "kv serving peaks"};
   EXPECT_EQ(kv_events[0], expected);
   EXPECT_EQ(kv_events[1], expected);
   ASSERT_EQ(arena.size(), 2u);

@@ -180,3 +180,14 @@ TEST(CommitTrigger, StreamsBeyondTheTableAreServingStreams) {
   EXPECT_EQ(t.on_kernel_launch(3), CommitReason::none) << "a capture stream";
   EXPECT_EQ(t.on_kernel_launch(39), CommitReason::launch_off_capture_streams) << "never recorded";
 }
+
+// vLLM's graph-memory estimate captures on a side stream while profiling, before the KV burst; the
+// warm-ups after the burst run on the main stream and must not be taken for serving.
+TEST(CommitTrigger, CapturesBeforeTheBurstDoNotCount) {
+  CommitTrigger t(kGraphEngine);
+  t.capture_began(kForward);
+  t.capture_ended(kForward);
+  t.arm();
+  EXPECT_FALSE(t.captured());
+  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "autotune after the burst";
+}
