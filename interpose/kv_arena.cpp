@@ -233,6 +233,17 @@ CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint
   return CUDA_SUCCESS;
 }
 
+bool KvArena::release_scratch() {
+  for (const auto& [base, region] : regions_)
+    if (!region.unmapped && !region.chunks.empty() && !region.chunks.front().handle) return false;  // on scratch
+  // Unmapped everywhere once no region is on it, so a release frees the memory at once.
+  for (CUmemGenericAllocationHandle* h : {&scratch_, &granule_scratch_}) {
+    if (*h && driver_.release(*h) != CUDA_SUCCESS) release_later_.push_back(*h);
+    *h = 0;
+  }
+  return true;
+}
+
 bool KvArena::contains(CUdeviceptr ptr) const { return base_ && ptr >= base_ && ptr < base_ + config_.reserve_bytes; }
 
 std::uint64_t KvArena::region_bytes(CUdeviceptr base) const {

@@ -64,6 +64,10 @@ class KvArena {
   // *on_device.
   CUresult commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device = nullptr);
 
+  // Gives the scratch handles back to the device once no region is on them (after the commit); a
+  // later deferral creates them again. False, keeping them, while any region still uses them.
+  bool release_scratch();
+
   bool contains(CUdeviceptr ptr) const;
   // Region size in bytes, or 0 for an unknown base.
   std::uint64_t region_bytes(CUdeviceptr base) const;

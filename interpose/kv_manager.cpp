@@ -39,12 +39,18 @@ struct Placement {
   bool tagged = false;  // allocated under kvremap_tag_push("kv"): KV by the engine's own word
 };
 
-// kvremap_tag_push/pop: the calling thread's open tags, innermost last.
-thread_local std::vector<std::string> t_tags;
+// kvremap_tag_push/pop: the calling thread's open tags, innermost last. Trivially destructible,
+// so allocations made while the process exits (after thread_local destructors ran) still read it.
+constexpr int kMaxTagDepth = 32;
+struct OpenTags {
+  std::array<bool, kMaxTagDepth> kv{};  // true: "kv", false: "none"
+  int depth = 0;
+};
+constinit thread_local OpenTags t_tags;
 
 KvTag current_tag() {
-  if (t_tags.empty()) return KvTag::untagged;
-  return t_tags.back() == "kv" ? KvTag::kv : KvTag::not_kv;
+  if (t_tags.depth == 0) return KvTag::untagged;
+  return t_tags.kv[static_cast<std::size_t>(t_tags.depth - 1)] ? KvTag::kv : KvTag::not_kv;
 }
 
 constexpr int kMaxKvDevices = 64;
@@ -348,6 +354,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
           kExitKvDoesNotFit);
     host_per_tensor = std::max(host_per_tensor, k.arena->host_bytes(r.base));
   }
+  const bool scratch_released = k.arena->release_scratch();
   k.committed = true;
   k.trigger.committed();
   refresh_counts(K());
@@ -356,9 +363,9 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
       "kv committed",
       fmt::format(R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
                   R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
-                  R"("deficit_bytes":{},"post_kv_peaks":{}}})",
+                  R"("deficit_bytes":{},"scratch_released":{},"post_kv_peaks":{}}})",
                   k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes, plan.tensors.size(),
-                  host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes,
+                  host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes, scratch_released,
                   post_kv_peaks_json(k.device)));
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device);
@@ -611,20 +618,18 @@ void kv_at_exit() {
 // Explicit tagging for engines and plugins (callable through ctypes): allocations made between
 // kvremap_tag_push("kv") and the matching kvremap_tag_pop() are the KV cache.
 extern "C" __attribute__((visibility("default"))) int kvremap_tag_push(const char* tag) {
-  try {
-    if (!tag) return -1;
-    const std::string t = tag;
-    if (t != "kv" && t != "none") return -1;  // "none": a nested region that is not KV
-    kvremap::interpose::t_tags.push_back(t);
-    return 0;
-  } catch (...) {
-    return -1;
-  }
+  if (!tag) return -1;
+  const std::string_view t = tag;
+  if (t != "kv" && t != "none") return -1;  // "none": a nested region that is not KV
+  auto& tags = kvremap::interpose::t_tags;
+  if (tags.depth == kvremap::interpose::kMaxTagDepth) return -1;
+  tags.kv[static_cast<std::size_t>(tags.depth++)] = t == "kv";
+  return 0;
 }
 
 extern "C" __attribute__((visibility("default"))) int kvremap_tag_pop(void) {
-  if (kvremap::interpose::t_tags.empty()) return -1;
-  kvremap::interpose::t_tags.pop_back();
+  if (kvremap::interpose::t_tags.depth == 0) return -1;
+  --kvremap::interpose::t_tags.depth;
   return 0;
 }
 

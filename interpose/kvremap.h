@@ -11,8 +11,8 @@ const char* kvremap_version(void);
 
 /* With KVREMAP_MODE=defer: allocations the calling thread makes between kvremap_tag_push("kv") and
  * the matching kvremap_tag_pop() are the KV cache (deferred when the tag is closed and the engine
- * moves on); "none" opens a nested untagged region. 0 on success, -1 for an unknown tag or an
- * unbalanced pop. */
+ * moves on); "none" opens a nested untagged region. 0 on success, -1 for an unknown tag, a tag
+ * nested deeper than 32, or an unbalanced pop. */
 int kvremap_tag_push(const char* tag);
 int kvremap_tag_pop(void);
 

@@ -37,8 +37,39 @@ void refresh_process_id() { g_pid.store(getpid(), std::memory_order_relaxed); }
 // Events are built in one reused per-thread string (no allocation per event) with plain appends:
 // the format-string machinery was most of the per-allocation cost. A caller finishes one event
 // (hands it to trace().event) before starting the next.
+namespace {
+// The per-thread event text. Not a thread_local std::string: the main thread's thread_local
+// destructors run inside exit() before the atexit handler that writes the summary, which would then
+// write into freed memory (heap corruption at every clean exit under PyTorch). The pointer is
+// trivially destructible and stays readable after them; the owner frees the text when a thread
+// ends, and a thread whose owner has already gone (exit) gets a fresh one, left to the exit.
+constinit thread_local std::string* t_event_text = nullptr;
+struct EventTextOwner {
+  ~EventTextOwner() {
+    delete t_event_text;
+    t_event_text = nullptr;
+  }
+};
+constinit thread_local bool t_event_owner_gone = false;
+struct EventTextOwnerWatch {
+  EventTextOwner owner;
+  ~EventTextOwnerWatch() { t_event_owner_gone = true; }
+};
+
+std::string& event_text() {
+  if (!t_event_text) {
+    t_event_text = new std::string;
+    if (!t_event_owner_gone) {
+      thread_local EventTextOwnerWatch watch;  // constructed once per thread, at its first event
+      (void)watch;
+    }
+  }
+  return *t_event_text;
+}
+}  // namespace
+
 std::string& event_head(const char* ph, const char* cat, std::string_view name) {
-  thread_local std::string e;
+  std::string& e = event_text();
   e.clear();
   e += R"({"ph":")";
   e += ph;

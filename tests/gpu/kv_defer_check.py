@@ -21,8 +21,8 @@ out["total_gib"] = total / GiB
 weights = [torch.empty(1 * GiB, dtype=torch.uint8, device="cuda") for _ in range(8)]
 torch.cuda.mem_get_info()  # "model loading took ..." (weights are in)
 
-# Profiling: one forward at the maximum batch, many kernels (phase inference counts them).
-acts = [torch.ones(256 * MiB // 4, device="cuda") * (i + 1) for i in range(8)]
+# Profiling: one forward at the maximum batch, activations of different shapes, many kernels.
+acts = [torch.full(((i + 1) * 64 * MiB // 4,), float(i + 1), device="cuda") for i in range(8)]
 for _ in range(40):
     for a in acts[:4]:
         a.mul_(1.0001)
@@ -49,7 +49,7 @@ try:
     del t
     out["autotune_transient_gib"] = transient_bytes / GiB
     out["autotune_ok"] = True
-except torch.OutOfMemoryError as e:
+except torch.cuda.OutOfMemoryError as e:
     out["autotune_ok"] = False
     out["autotune_error"] = str(e).splitlines()[0]
 torch.cuda.empty_cache()

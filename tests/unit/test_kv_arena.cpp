@@ -144,6 +144,23 @@ TEST_F(ArenaTest, CommitBacksTheSameAddressesWithZeroedMemory) {
   EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE, arena->commit(a, 16 * kMiB)) << "not deferred";
 }
 
+TEST_F(ArenaTest, TheScratchGoesBackOnceNoRegionIsOnIt) {
+  auto arena = Make();
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_CU(arena->allocate(16 * kMiB, &a));
+  ASSERT_CU(arena->allocate(16 * kMiB, &b));
+  ASSERT_CU(arena->defer(a));
+  ASSERT_CU(arena->defer(b));
+  ASSERT_CU(arena->commit(a, 16 * kMiB));
+  EXPECT_FALSE(arena->release_scratch()) << "b still aliases it";
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB + 16 * kMiB);
+  ASSERT_CU(arena->commit(b, 16 * kMiB));
+  EXPECT_TRUE(arena->release_scratch());
+  EXPECT_EQ(Used(), 32 * kMiB) << "only the KV cache itself";
+  ASSERT_CU(arena->defer(a)) << "a later deferral makes a scratch again";
+  EXPECT_EQ(Words(a)[0], 0u);
+}
+
 TEST_F(ArenaTest, CommitCanPutTheTailOnHostMemory) {
   auto arena = Make();
   CUdeviceptr a = 0;
