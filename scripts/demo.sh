@@ -17,6 +17,11 @@ SIMCUDA_DEVICE_MEMORY=80GiB KVREMAP_TRACE_DIR="$traces" LD_PRELOAD="$build/lib/l
 rm -f "$traces"/kvremap-*.json
 
 scenario=$root/examples/vllm_like/scenarios/seed-maverick-h100-tp8.json
+# The example imitates `vllm serve`; run under that name, kvremap recognises the engine from its
+# command line as it recognises vLLM itself (and expects the CUDA-graph captures vLLM makes).
+mkdir -p "$traces/bin"
+ln -s "$build/bin/vllm_like" "$traces/bin/vllm"
+engine=$traces/bin/vllm
 # The simulated device the scenario describes (79.19 GiB, 0.5 GiB context, graph-exec cost).
 while IFS= read -r line; do export "${line?}"; done < <("$build/bin/vllm_like" --scenario "$scenario" --print-simcuda-env)
 
@@ -32,7 +37,7 @@ run() {  # label utilization [env...]; prints one table row
   local label=$1 util=$2 out status kv outcome peak host
   shift 2
   set +e
-  out=$(env "$@" "$build/bin/vllm_like" --scenario "$scenario" --gpu-memory-utilization "$util" 2>&1)
+  out=$(env "$@" "$engine" --scenario "$scenario" --gpu-memory-utilization "$util" 2>&1)
   status=$?
   set -e
   kv=$(grep -o 'Available KV cache memory: [0-9.]* GiB' <<<"$out" | grep -o '[0-9.]* GiB' || echo "-")

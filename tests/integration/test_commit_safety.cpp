@@ -272,3 +272,17 @@ TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
                                                   "sizing memory query")))
       << r.err;
 }
+
+// An arena too small for the KV cache: what does not fit is an ordinary allocation, never an
+// out-of-memory error the engine would not have had (the device has the memory).
+TEST(CommitSafety, AFullArenaMeansOrdinaryAllocationsNotAnOutOfMemoryError) {
+  const std::string program = link_as(VLLM_LIKE, "vllm");
+  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_ARENA_BYTES=2GiB",
+                         "KVREMAP_TRACE=off"});
+  const RunResult r =
+      run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+  EXPECT_NE(r.err.find("the KV arena's 2.00 GiB of address space is full"), std::string::npos) << r.err;
+}
