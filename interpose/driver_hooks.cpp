@@ -436,6 +436,28 @@ KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr
   return real(data, attribute, ptr);
 }
 
+KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
+                                             CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuPointerGetAttributes, count, attributes, data, ptr);
+  kv_touch(ptr, 1, "cuPointerGetAttributes");
+  return real(count, attributes, data, ptr);
+}
+
+// The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors).
+KVREMAP_HOOK CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  KVREMAP_ENTER(cuMemRetainAllocationHandle, handle, addr);
+  kv_touch(as_address(addr), 1, "cuMemRetainAllocationHandle");
+  return real(handle, addr);
+}
+
+// A dma-buf of a KV range (RDMA registration).
+KVREMAP_HOOK CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
+                                                    CUmemRangeHandleType type, unsigned long long flags) {
+  KVREMAP_ENTER(cuMemGetHandleForAddressRange, handle, dptr, size, type, flags);
+  kv_touch(dptr, size, "cuMemGetHandleForAddressRange");
+  return real(handle, dptr, size, type, flags);
+}
+
 // The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
 // then gets its wrapper. Substitution depends neither on tracking being on nor on the reentrancy
 // guard: cudart resolves its whole driver table once, typically from inside the first runtime call

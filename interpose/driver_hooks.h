@@ -89,6 +89,9 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0, false)                            \
   X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0, false)                   \
   X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0, false)                    \
+  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, 0, false)                  \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0, false)       \
+  X(cuMemGetHandleForAddressRange, cuMemGetHandleForAddressRange, 11070, 0, false)   \
   X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false)                         \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, false)
 

@@ -259,8 +259,9 @@ int tagged() {
 }
 
 // After its tagged KV burst, the engine's first touch of the cache is a host-to-device copy into it
-// (a KV connector loading a cached prefix), then an IPC handle of it: the copy must land in
-// committed memory, and read back. With TOUCH=ipc the IPC handle comes first.
+// (a KV connector loading a cached prefix): the copy must land in committed memory, and read back.
+// TOUCH=ipc|retain|dmabuf|attributes: an IPC handle, the VMM handle (cuMemRetainAllocationHandle), a
+// dma-buf or pointer attributes of a KV tensor come first.
 int kv_copy() {
   using Tag = int (*)(const char*);
   using Call = int (*)();
@@ -277,10 +278,27 @@ int kv_copy() {
   if (pop) pop();
   void* autotune = nullptr;
   check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
-  const char* touch = std::getenv("TOUCH");
-  if (touch && std::string(touch) == "ipc") {
+  const std::string touch = std::getenv("TOUCH") ? std::getenv("TOUCH") : "copy";
+  if (touch == "ipc") {
     cudaIpcMemHandle_t handle{};
     std::printf("ipc handle of KV: %d\n", static_cast<int>(cudaIpcGetMemHandle(&handle, kv[1])));
+  } else if (touch == "retain") {
+    CUmemGenericAllocationHandle handle = 0;
+    const CUresult r = cuMemRetainAllocationHandle(&handle, kv[1] + 4096);
+    std::printf("retained the handle of KV: %d\n", static_cast<int>(r));
+    if (r == CUDA_SUCCESS) check(cuMemRelease(handle) == CUDA_SUCCESS, "release the retained handle");
+  } else if (touch == "dmabuf") {
+    int fd = -1;
+    std::printf("dma-buf of KV: %d\n",
+                static_cast<int>(cuMemGetHandleForAddressRange(&fd, reinterpret_cast<CUdeviceptr>(kv[1]), 2 * kMiB,
+                                                               CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)));
+  } else if (touch == "attributes") {
+    CUpointer_attribute attributes[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    void* data[2] = {&start, &size};
+    std::printf("attributes of KV: %d\n",
+                static_cast<int>(cuPointerGetAttributes(2, attributes, data, reinterpret_cast<CUdeviceptr>(kv[1]))));
   }
   unsigned char pattern[4096];
   for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);

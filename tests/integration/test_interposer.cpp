@@ -451,10 +451,20 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
   }
 }
 
-// A copy into deferred KV, or an IPC handle of it, is serving work (a KV connector loading a prefix,
-// a peer about to read it): the KV cache is committed before the call, and the copy reads back.
+// A copy into deferred KV, or an export or query of its address (IPC handle, VMM handle, dma-buf,
+// pointer attributes), is serving work or hands the cache to someone who may do it (a KV connector
+// loading a prefix, an RDMA registration): the KV cache is committed before the call, and the copy
+// reads back.
 TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
-  for (const char* touch : {"copy", "ipc"}) {
+  struct Touch {
+    const char* name;
+    const char* call;  // the driver function the commit came before
+  };
+  for (const Touch& c : {Touch{"copy", "cuMemcpy"}, Touch{"ipc", "cuIpcGetMemHandle"},
+                         Touch{"retain", "cuMemRetainAllocationHandle"},
+                         Touch{"dmabuf", "cuMemGetHandleForAddressRange"},
+                         Touch{"attributes", "cuPointerGetAttributes"}}) {
+    const char* touch = c.name;
     SCOPED_TRACE(touch);
     const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {std::string("TOUCH=") + touch}));
     ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
@@ -469,11 +479,7 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
       committed = true;
       EXPECT_EQ(e.args.at("trigger"), "KV access");
       const std::string call = e.args.at("call").get<std::string>();
-      if (std::string(touch) == "ipc") {
-        EXPECT_EQ(call, "cuIpcGetMemHandle");
-      } else {
-        EXPECT_EQ(call.rfind("cuMemcpy", 0), 0u) << call;
-      }
+      EXPECT_EQ(call.rfind(c.call, 0), 0u) << call;
     }
     EXPECT_TRUE(deferred);
     EXPECT_TRUE(committed);

@@ -68,7 +68,7 @@ void destroy_handle_if_unused(State& s, CUmemGenericAllocationHandle h) {
   auto it = s.handles.find(h);
   if (it == s.handles.end()) return;
   PhysicalHandle& p = it->second;
-  if (!p.released || p.mappings > 0) return;
+  if (!p.released || p.mappings > 0 || p.retains > 0) return;
   if (p.location == CU_MEM_LOCATION_TYPE_DEVICE) {
     uncharge_device(s, p.device, p.size);
   } else {
@@ -612,8 +612,11 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   auto it = s.handles.find(handle);
-  if (it == s.handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
-  it->second.released = true;
+  if (it == s.handles.end() || (it->second.released && it->second.retains == 0)) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.retains > 0)
+    --it->second.retains;  // references are counted, not owned: any release drops one
+  else
+    it->second.released = true;
   destroy_handle_if_unused(s, handle);
   return CUDA_SUCCESS;
   SIM_GUARDED_END
@@ -734,11 +737,34 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
   return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  SIM_ENTER("cuPointerGetAttribute");
+// The handle behind a mapped address, as one more reference (released with cuMemRelease).
+SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  SIM_ENTER("cuMemRetainAllocationHandle");
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  const Region region = find_region(s, reinterpret_cast<std::uint64_t>(addr));
+  if (!region.mapping) return CUDA_ERROR_INVALID_VALUE;  // not VMM memory
+  ++s.handles.at(region.mapping->handle).retains;
+  *handle = region.mapping->handle;
+  return CUDA_SUCCESS;
+}
+
+// dma-buf export of a device range: no such thing on the simulator (as on a driver without it).
+SIM_EXPORT CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
+                                                  CUmemRangeHandleType type, unsigned long long flags) {
+  SIM_ENTER("cuMemGetHandleForAddressRange");
+  (void)handle;
+  (void)dptr;
+  (void)size;
+  (void)type;
+  (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// One attribute of the allocation or mapping at `ptr`; the caller holds the lock.
+static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   Region region = find_region(s, ptr);
   if (!region.allocation && !region.mapping) return CUDA_ERROR_INVALID_VALUE;
@@ -794,6 +820,26 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  SIM_ENTER("cuPointerGetAttribute");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  return pointer_attribute(s, data, attribute, ptr);
+}
+
+SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
+                                           CUdeviceptr ptr) {
+  SIM_ENTER("cuPointerGetAttributes");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; i < count; ++i)
+    if (CUresult r = pointer_attribute(s, data[i], attributes[i], ptr); r != CUDA_SUCCESS) return r;
   return CUDA_SUCCESS;
 }
 

@@ -110,6 +110,9 @@ const Table& table() {
     add("cuMemGetAllocationGranularity", 10020, address(cuMemGetAllocationGranularity));
     add("cuMemGetAddressRange", 3020, address(cuMemGetAddressRange_v2));
     add("cuPointerGetAttribute", 4000, address(cuPointerGetAttribute));
+    add("cuPointerGetAttributes", 7000, address(cuPointerGetAttributes));
+    add("cuMemRetainAllocationHandle", 11000, address(cuMemRetainAllocationHandle));
+    add("cuMemGetHandleForAddressRange", 11070, address(cuMemGetHandleForAddressRange));
     add("cuIpcGetMemHandle", 4010, address(cuIpcGetMemHandle));
 
     add("cuStreamCreate", 2000, address(cuStreamCreate));

@@ -64,7 +64,8 @@ struct PhysicalHandle {
   CUmemLocationType location = CU_MEM_LOCATION_TYPE_DEVICE;
   int device = 0;  // whose capacity a device handle is charged to
   int mappings = 0;
-  bool released = false;  // cuMemRelease called; freed once the last mapping goes
+  int retains = 0;        // cuMemRetainAllocationHandle references not yet released
+  bool released = false;  // the creator's reference released; freed once no mapping or retain is left
 };
 
 struct Reservation {

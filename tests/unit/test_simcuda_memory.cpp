@@ -456,3 +456,44 @@ TEST_F(MemoryDeathTest, TouchingAnUnmappedAddressCrashesLikeAGpuFault) {
   EXPECT_DEATH({ (void)*static_cast<volatile std::uint32_t*>(As32(va)); }, "") << "unmapped again";
   ASSERT_CU(cuMemRelease(h));
 }
+
+// cuMemRetainAllocationHandle adds a reference: the memory lives until every reference is released
+// and every mapping is gone, whichever reference goes first.
+TEST_F(MemoryTest, RetainedHandlesAreCountedReferences) {
+  const size_t size = 4 * kMiB;
+  CUdeviceptr va = Reserve(size);
+  CUmemGenericAllocationHandle h = Create(size);
+  MapRW(va, size, h);
+  CUmemGenericAllocationHandle again = 0;
+  ASSERT_CU(cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(va + kMiB)));
+  EXPECT_EQ(again, h);
+  ASSERT_CU(cuMemRelease(h));
+  ASSERT_CU(cuMemUnmap(va, size));
+  EXPECT_EQ(Used(), size) << "the retained reference keeps it";
+  ASSERT_CU(cuMemRelease(again));
+  EXPECT_EQ(Used(), 0u);
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemRelease(h)) << "no reference left";
+  CUmemGenericAllocationHandle none = 0;
+  CUdeviceptr plain = 0;
+  ASSERT_CU(cuMemAlloc(&plain, kMiB));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemRetainAllocationHandle(&none, reinterpret_cast<void*>(plain)))
+      << "cuMemAlloc memory is no VMM handle the caller can retain";
+  ASSERT_CU(cuMemFree(plain));
+  ASSERT_CU(cuMemAddressFree(va, size));
+}
+
+TEST_F(MemoryTest, PointerAttributesAnswerSeveralAtOnceAndDmaBufIsNotSupported) {
+  CUdeviceptr p = 0;
+  ASSERT_CU(cuMemAlloc(&p, 3 * kMiB));
+  CUpointer_attribute attributes[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  void* data[2] = {&start, &size};
+  ASSERT_CU(cuPointerGetAttributes(2, attributes, data, p + 100));
+  EXPECT_EQ(start, p);
+  EXPECT_EQ(size, 3 * kMiB);
+  int fd = -1;
+  EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED,
+            cuMemGetHandleForAddressRange(&fd, p, 2 * kMiB, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+  ASSERT_CU(cuMemFree(p));
+}
