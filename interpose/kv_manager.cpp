@@ -255,6 +255,13 @@ int host_vmm_supported(int device) {
   return value;
 }
 
+std::string driver_error_name(CUresult e) {
+  auto name_of = driver_fn<CUresult (*)(CUresult, const char**)>("cuGetErrorName", 6000);
+  const char* name = nullptr;
+  if (name_of && name_of(e, &name) == CUDA_SUCCESS && name) return name;
+  return "unknown error";
+}
+
 // The commit's own exit status when the KV cache cannot be backed (docs/kv-deferral.md): not 1, which
 // engines use for any error.
 constexpr int kExitKvDoesNotFit = 78;
@@ -334,26 +341,34 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                              plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
                              headroom_source, in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
-  // Each tensor as planned: its first bytes on the device, its end on host memory.
-  bool device_refused = false;
+  // Each tensor as planned: its first bytes on the device, its end on host memory. A failed commit
+  // leaves its region on scratch, so it can be tried again: once more for a transient driver error;
+  // with its whole tensor on host memory when the device ran out after all. Either way only that
+  // tensor is affected, never the ones after it.
   std::size_t tensor = 0;
   std::uint64_t host_per_tensor = 0;
+  std::size_t moved_to_host = 0;
   for (Placement& r : k.regions) {
     if (!r.kv) continue;
-    const std::uint64_t device_bytes = device_refused ? 0 : plan.tensors[tensor++].device_bytes;
-    CUresult e = k.arena->commit(r.base, device_bytes);
-    if (e != CUDA_SUCCESS && in.host_vmm_supported && device_bytes > 0) {
-      device_refused = true;  // the device could not take it after all: host memory, still correct
+    const std::uint64_t device_bytes = plan.tensors[tensor++].device_bytes;
+    const CUresult first = k.arena->commit(r.base, device_bytes);
+    CUresult e = first;
+    if (e != CUDA_SUCCESS && e != CUDA_ERROR_OUT_OF_MEMORY) e = k.arena->commit(r.base, device_bytes);
+    if (e == CUDA_ERROR_OUT_OF_MEMORY && in.host_vmm_supported && device_bytes > 0) {
       e = k.arena->commit(r.base, 0);
+      ++moved_to_host;
     }
     if (e != CUDA_SUCCESS)
-      stop(
-          fmt::format("kvremap: committing the KV region at {:#x} failed with driver error {}; stopping rather than "
-                      "serving from scratch memory",
-                      r.base, static_cast<int>(e)),
-          kExitKvDoesNotFit);
+      stop(fmt::format("kvremap: committing the KV region at {:#x} failed with driver error {} ({}); stopping rather "
+                       "than serving from scratch memory",
+                       r.base, static_cast<int>(first), driver_error_name(first)),
+           kExitKvDoesNotFit);
     host_per_tensor = std::max(host_per_tensor, k.arena->host_bytes(r.base));
   }
+  if (moved_to_host > 0)
+    log().warn("device {}: the device refused {} of the planned tensor shares at the commit; those tensors are "
+               "wholly on host memory",
+               k.device, moved_to_host);
   const bool scratch_released = k.arena->release_scratch();
   k.committed = true;
   k.trigger.committed();

@@ -286,3 +286,42 @@ TEST(CommitSafety, AFullArenaMeansOrdinaryAllocationsNotAnOutOfMemoryError) {
   EXPECT_NE(r.out.find("KV verified"), std::string::npos);
   EXPECT_NE(r.err.find("the KV arena's 2.00 GiB of address space is full"), std::string::npos) << r.err;
 }
+
+// A driver failure while committing one tensor costs that tensor at most: a transient error is
+// retried; an out-of-memory error puts that one tensor wholly on host memory; the tensors after it
+// are committed as planned.
+TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
+  struct Case {
+    const char* failure;  // SIMCUDA_FAIL: the 1st zero-fill fails; the 51st cuMemCreate (48 KV tensors
+                          // and 2 scratch handles come first) is the first of the commit
+    bool one_tensor_on_host;
+  };
+  for (const Case& c : {Case{"SIMCUDA_FAIL=cuMemsetD8_v2:1:CUDA_ERROR_UNKNOWN", false},
+                        Case{"SIMCUDA_FAIL=cuMemCreate:51:CUDA_ERROR_OUT_OF_MEMORY", true}}) {
+    SCOPED_TRACE(c.failure);
+    const std::string dir = make_temp_dir();
+    std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+    env.insert(env.end(),
+               {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir, c.failure});
+    const RunResult r = run_program(
+        {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"}, env, {}, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+    const auto files = trace_files(dir);
+    ASSERT_EQ(files.size(), 1u);
+    const auto trace = kvremap::trace::read_trace(files[0]);
+    const auto* plan = find_event(trace, "kv commit plan");
+    const auto* committed = find_event(trace, "kv committed");
+    ASSERT_NE(plan, nullptr);
+    ASSERT_NE(committed, nullptr);
+    const auto planned = plan->args.at("host_bytes").get<std::uint64_t>();
+    const auto placed = committed->args.at("host_bytes").get<std::uint64_t>();
+    if (!c.one_tensor_on_host) {
+      EXPECT_EQ(placed, planned) << "retried, as planned";
+    } else {
+      const auto tensor = plan->args.at("kv_bytes").get<std::uint64_t>() / plan->args.at("tensors").get<std::uint64_t>();
+      EXPECT_EQ(placed, planned - plan->args.at("host_bytes_per_tensor").get<std::uint64_t>() + tensor);
+      EXPECT_NE(r.err.find("the device refused 1 of the planned tensor shares"), std::string::npos) << r.err;
+    }
+  }
+}
