@@ -361,6 +361,8 @@ void trace_kv_event(const char* name, const std::string& args_json) {
 
 KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api,
                                void* return_address, int device_hint) {
+  // cudaMalloc(0) succeeds with a null pointer: nothing was allocated, and nothing will be freed.
+  if (KVREMAP_UNLIKELY(ptr == 0)) return;
   guarded("on_alloc", [&] {
     State& st = S();
     const int device = device_hint >= 0 ? (t_hot.last_device = device_index(device_hint)) : tracked_device();

@@ -168,6 +168,28 @@ std::string cell(std::string_view text) {
   return out;
 }
 
+// A value or name as it may appear in a one-line message: control characters (a newline would make
+// it two lines) written as \n, \t or \xNN.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string size_text(std::uint64_t bytes) { return format_size_exactly(bytes); }
 
 // The largest power of two that divides `chunk` and is at most `limit` (at least 1).
@@ -375,7 +397,7 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
 
     const OptionSpec* spec = find_option(name);
     if (spec == nullptr) {
-      std::string message = "kvremap: unknown variable " + name;
+      std::string message = "kvremap: unknown variable " + printable(name);
       if (auto suggestion = closest_option_name(name)) message += " (did you mean " + std::string(*suggestion) + "?)";
       parsed.problems.push_back({name, value, std::move(message)});
       continue;
@@ -386,7 +408,7 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
     }
     any_invalid = true;
     parsed.problems.push_back(
-        {name, value, "kvremap: " + name + "='" + value + "' is invalid: expected " + accepted_values(*spec)});
+        {name, value, "kvremap: " + name + "='" + printable(value) + "' is invalid: expected " + accepted_values(*spec)});
   }
 
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".

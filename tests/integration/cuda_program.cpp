@@ -314,6 +314,17 @@ int kv_copy() {
   return failures;
 }
 
+// cudaMalloc(0) succeeds with a null pointer and allocates nothing; cudaFree(nullptr) frees nothing.
+int malloc_zero() {
+  void* p = reinterpret_cast<void*>(0x1);
+  check(cudaMalloc(&p, 0) == cudaSuccess, "cudaMalloc(0)");
+  check(p == nullptr, "a null pointer");
+  check(cudaFree(p) == cudaSuccess, "cudaFree(nullptr)");
+  void* q = nullptr;
+  check(cudaMalloc(&q, kMiB) == cudaSuccess && cudaFree(q) == cudaSuccess, "an ordinary pair");
+  return failures;
+}
+
 // Two devices in one process, each with its own tagged KV cache, captured graph and replay.
 int two_devices() {
   using Tag = int (*)(const char*);
@@ -559,6 +570,7 @@ int main(int argc, char** argv) {
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
   if (mode == "kv-copy") return kv_copy();
+  if (mode == "malloc-zero") return malloc_zero();
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
@@ -566,7 +578,7 @@ int main(int argc, char** argv) {
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
-               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|two-devices|churn|"
+               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|malloc-zero|two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

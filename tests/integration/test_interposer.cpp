@@ -486,6 +486,16 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
   }
 }
 
+// cudaMalloc(0) allocated nothing: no allocation at address 0 that would stay live forever.
+TEST(Interposer, AZeroByteMallocIsNoAllocation) {
+  Traced t = run_traced("malloc-zero");
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  ASSERT_EQ(t.traces.size(), 1u);
+  for (const auto& a : t.traces[0].allocs) EXPECT_NE(a.ptr, "0x0") << a.api;
+  ASSERT_TRUE(t.traces[0].summary.has_value());
+  EXPECT_EQ(t.traces[0].summary->devices.at(0).categories.at("other").live_bytes, 0u);
+}
+
 // A driver failure at every call the deferral and commit paths make (each position of each
 // function a clean run calls, counted by the simulator), through the real hook path: the engine
 // never crashes; a replay that reports success always finds its data (never unbacked or

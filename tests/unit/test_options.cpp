@@ -233,3 +233,11 @@ TEST(Options, DeferSettingsWithoutDeferAreReportedNotSilentlyIgnored) {
   EXPECT_FALSE(parsed.options.trace) << "the rest still applies";
   EXPECT_TRUE(parse_options({{"KVREMAP_STRICT", "1"}, {"KVREMAP_HEADROOM", "1GiB"}}).exit_requested());
 }
+
+TEST(Options, ControlCharactersInValuesNeverBreakTheOneLineMessage) {
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "defer\nKVREMAP_STRICT=1\x01"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_MODE='defer\\nKVREMAP_STRICT=1\\x01' is invalid: expected one "
+                                     "of observe, defer"});
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_X\tY", "1"}})),
+            std::vector<std::string>{"kvremap: unknown variable KVREMAP_X\\tY"});
+}
