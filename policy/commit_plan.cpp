@@ -101,9 +101,10 @@ CommitPlan plan_commit(const CommitInputs& in) {
   plan.tensors.resize(n);
   for (std::size_t i = 0; i < n; ++i) plan.tensors[i].device_bytes = in.tensor_bytes[i];
   plan.device_bytes = plan.kv_bytes;
-  const std::int64_t available =
-      static_cast<std::int64_t>(in.device_free_bytes) - static_cast<std::int64_t>(in.headroom_bytes);
-  plan.margin_bytes = available - static_cast<std::int64_t>(plan.kv_bytes);
+  // Byte counts beyond 2^62 are no real device's; clamped there, the signed margin never wraps.
+  const auto clamp = [](std::uint64_t v) { return static_cast<std::int64_t>(std::min(v, std::uint64_t{1} << 62)); };
+  const std::int64_t available = clamp(in.device_free_bytes) - clamp(in.headroom_bytes);
+  plan.margin_bytes = available - clamp(plan.kv_bytes);
   const std::string hint = next_start_hint(in, plan.margin_bytes);
   if (plan.margin_bytes >= 0) {
     plan.verdict = CommitVerdict::all_device;

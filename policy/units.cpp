@@ -64,6 +64,14 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   for (const Unit& unit : units) {
     for (std::string_view name : unit.names) {
       if (!iequals(rest, name)) continue;
+      // A whole number is exact in integers (a double cannot hold 2^64 - 1); shifting it must not wrap.
+      std::uint64_t whole = 0;
+      const std::string_view digits = text.substr(0, text.size() - rest.size());
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), whole);
+      if (ec == std::errc() && end == digits.data() + digits.size() && trim(digits) == digits) {
+        if (unit.shift > 0 && whole > (~std::uint64_t{0} >> unit.shift)) return std::nullopt;
+        return whole << unit.shift;
+      }
       const long double bytes = static_cast<long double>(*number) * std::ldexp(1.0L, unit.shift);
       if (bytes > 18446744073709551615.0L) return std::nullopt;
       const long double rounded = std::round(bytes);

@@ -205,3 +205,15 @@ TEST(CommitPlan, UtilisationIsReadFromTheEngineCommandLine) {
   EXPECT_FALSE(gpu_memory_utilization_from("vllm --gpu-memory-utilization lots"));
   EXPECT_FALSE(gpu_memory_utilization_from("vllm --gpu-memory-utilizationx 0.9"));
 }
+
+// A headroom beyond any device (2^63 bytes and more) is a deficit of the whole cache, never a
+// wrapped negative headroom that makes everything fit.
+TEST(CommitPlan, HugeHeadroomSaturatesInsteadOfWrapping) {
+  for (std::uint64_t headroom : {std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
+    CommitInputs in = seed(30 * kGiB);
+    in.headroom_bytes = headroom;
+    const CommitPlan plan = plan_commit(in);
+    EXPECT_NE(plan.verdict, CommitVerdict::all_device) << headroom;
+    EXPECT_LT(plan.margin_bytes, 0) << headroom;
+  }
+}

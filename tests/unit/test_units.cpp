@@ -42,3 +42,12 @@ TEST(Units, FormatBytesPicksTheLargestUnit) {
   EXPECT_EQ(format_bytes(3ull << 29), "1.50 GiB");
   EXPECT_EQ(format_bytes(256ull << 20), "256.00 MiB");
 }
+
+TEST(Units, WholeSizesAreExactUpToTheLargestAndNeverWrap) {
+  EXPECT_EQ(parse_size("18446744073709551615"), std::optional<std::uint64_t>(~std::uint64_t{0}));
+  EXPECT_EQ(parse_size("18446744073709551616"), std::nullopt);
+  EXPECT_EQ(parse_size("16777215T"), std::optional<std::uint64_t>(((std::uint64_t{1} << 24) - 1) << 40));
+  EXPECT_EQ(parse_size("16777216T"), std::nullopt) << "2^64 bytes";
+  EXPECT_EQ(parse_size("17179869184GiB"), std::nullopt);
+  EXPECT_EQ(parse_size("9223372036854775808"), std::optional<std::uint64_t>(std::uint64_t{1} << 63));
+}
