@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -71,16 +72,48 @@ std::mutex& write_lock() {
 }
 std::atomic<int> g_fd{-1};
 
+// Set at the first write the file refuses (disk full, file size limit, I/O error): from then on
+// nothing more is written, so space freed later cannot append a torn line after a gap.
+std::atomic<bool> g_write_failed{false};
+// Bytes of whole lines in the trace file; every write_all call writes whole lines.
+std::atomic<std::uint64_t> g_file_bytes{0};
+
+// Async-signal-safe (try_close runs in a signal handler): one line, no allocation.
+void report_write_failure(int error) {
+  char line[256];
+  const int n = std::snprintf(line, sizeof line,
+                              "kvremap: [pid %d] trace file: %s; tracing stops here (the file keeps every event up "
+                              "to this point), the program goes on\n",
+                              static_cast<int>(getpid()), strerrordesc_np(error));
+  if (n > 0) (void)!::write(2, line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof line - 1));
+}
+
 void write_all(int fd, const char* p, std::size_t left) {
-  while (left > 0 && fd >= 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // disk full or closed: the trace stops growing, the program goes on
+  if (fd < 0 || left == 0 || g_write_failed.load(std::memory_order_relaxed)) return;
+  const std::size_t whole = left;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      if (!g_write_failed.exchange(true)) {
+        // Part of these lines may be in the file: cut it back to the last whole line.
+        if (left != whole) (void)!::ftruncate(fd, static_cast<off_t>(g_file_bytes.load()));
+        report_write_failure(error);
+        // Where the cut left room, the file says why it ends here (readers show it).
+        char line[160];
+        const int m = std::snprintf(line, sizeof line,
+                                    ",{\"ph\":\"i\",\"cat\":\"kvremap\",\"name\":\"trace stopped\",\"pid\":%d,"
+                                    "\"tid\":0,\"ts\":%.3f,\"s\":\"p\",\"args\":{\"error\":\"%s\"}}\n",
+                                    static_cast<int>(getpid()), trace_now_us(), strerrordesc_np(error));
+        if (m > 0 && m < static_cast<int>(sizeof line)) (void)!::write(fd, line, static_cast<std::size_t>(m));
+      }
+      return;
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+  g_file_bytes.fetch_add(whole, std::memory_order_relaxed);
 }
 void write_all(int fd, const std::string& data) { write_all(fd, data.data(), data.size()); }
 
@@ -343,6 +376,8 @@ constinit TraceWriter g_trace_writer;
 bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return false;
+  g_write_failed = false;
+  g_file_bytes = 0;
   std::string head = "[\n";
   head.append(first_event);
   head += '\n';

@@ -496,6 +496,29 @@ TEST(Interposer, AZeroByteMallocIsNoAllocation) {
   EXPECT_EQ(t.traces[0].summary->devices.at(0).categories.at("other").live_bytes, 0u);
 }
 
+// A trace file that cannot grow (here a file-size limit; a full disk fails the same way) costs the
+// trace, never the program: one line says so, the file keeps every whole event written before and
+// names why it ends, and it still reads and validates.
+TEST(Interposer, AFullTraceFilesystemCostsTheTraceNeverTheProgram) {
+  const RunResult plain = run_plain("churn");
+  ASSERT_EQ(plain.exit_code, 0);
+  const std::string dir = make_temp_dir();
+  const RunResult r = run_program({"/bin/sh", "-c", "ulimit -f 64; trap '' XFSZ; exec \"$0\" churn", CUDA_PROGRAM},
+                                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  const std::string line = "tracing stops here (the file keeps every event up to this point), the program goes on";
+  EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << "said once";
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  const auto trace = kvremap::trace::read_trace(files[0]);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  ASSERT_FALSE(trace.other_events.empty());
+  EXPECT_EQ(trace.other_events.back().name, "trace stopped");
+  EXPECT_EQ(trace.other_events.back().args.at("error"), "File too large");
+}
+
 // A driver failure at every call the deferral and commit paths make (each position of each
 // function a clean run calls, counted by the simulator), through the real hook path: the engine
 // never crashes; a replay that reports success always finds its data (never unbacked or
