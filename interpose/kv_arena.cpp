@@ -101,7 +101,12 @@ void KvArena::release_handles(std::vector<Chunk>& chunks) {
   }
 }
 
-CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) {
+bool KvArena::has_address_space(std::uint64_t bytes) const {
+  CUdeviceptr at = 0;
+  return find_va(round_up(bytes, config_.chunk_bytes), &at) == CUDA_SUCCESS;  // as allocate() reserves
+}
+
+CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) const {
   CUdeviceptr at = base_;
   for (const auto& [region_base, region] : regions_) {
     if (region_base - at >= bytes) break;

@@ -68,6 +68,10 @@ class KvArena {
   // later deferral creates them again. False, keeping them, while any region still uses them.
   bool release_scratch();
 
+  // Whether a region of `bytes` still fits in the reserved range (allocate's out-of-memory error
+  // can mean either a full reservation or a device out of memory).
+  bool has_address_space(std::uint64_t bytes) const;
+
   bool contains(CUdeviceptr ptr) const;
   // Region size in bytes, or 0 for an unknown base.
   std::uint64_t region_bytes(CUdeviceptr base) const;
@@ -104,7 +108,7 @@ class KvArena {
   // The handles a commit creates for a region of `bytes`: the chunk grid, device below
   // `device_bytes` (a granularity multiple), host from there to the end.
   std::vector<Chunk> commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const;
-  CUresult find_va(std::uint64_t bytes, CUdeviceptr* out);
+  CUresult find_va(std::uint64_t bytes, CUdeviceptr* out) const;
   CUresult ensure_scratch();
 
   ArenaDriver driver_;

@@ -62,6 +62,7 @@ struct DeviceKv {
   int device;
   std::unique_ptr<KvArena> arena;
   bool arena_failed = false;
+  std::size_t placements_refused = 0;  // KV candidates the arena could not place (ordinary instead)
   std::vector<Placement> regions;
   bool deferred = false;   // the KV burst is over and its regions are on scratch
   bool committed = false;  // backed again for good
@@ -400,6 +401,11 @@ std::string nothing_deferred_reason(const KvState& k) {
   for (const auto& d : k.devices)
     if (d && d->arena_failed) return fmt::format("the KV arena of device {} could not be reserved", d->device);
   for (const auto& d : k.devices)
+    if (d && d->regions.empty() && d->placements_refused > 0)
+      return fmt::format("the KV arena of device {} could not place any of its {} KV candidates (see the warning "
+                         "above): they are ordinary allocations",
+                         d->device, d->placements_refused);
+  for (const auto& d : k.devices)
     if (d && !d->regions.empty())
       return fmt::format("device {} placed {} allocations in the arena but no KV burst was recognised (tag it with "
                          "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
@@ -457,20 +463,26 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   if (!policy::place_in_arena(q) || !make_arena(d)) return false;
   CUdeviceptr base = 0;
   const CUresult r = d.arena->allocate(bytes, &base);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+  if (r != CUDA_SUCCESS) {
+    // Whatever the arena could not do, the device may still hold the allocation: an ordinary one
+    // then, never an out-of-memory error the engine would not have had.
     std::size_t free_bytes = 0, total = 0;
-    if (real_memory_info(&free_bytes, &total) && free_bytes >= bytes) {
-      // The device has the memory: the arena's address range is what ran out. An ordinary
-      // allocation then, never an out-of-memory error the engine would not have had.
-      log().warn("device {}: the KV arena's {} of address space is full: a {} allocation stays ordinary (raise "
-                 "KVREMAP_ARENA_BYTES)",
-                 device, policy::format_bytes(d.arena->reserved_bytes()), policy::format_bytes(bytes));
-      return false;
+    const bool device_has_it = real_memory_info(&free_bytes, &total) && free_bytes >= bytes;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && !device_has_it && d.arena->has_address_space(bytes)) {
+      *result = r;  // what the plain allocation would have said too
+      return true;
     }
-    *result = r;  // what the plain allocation would have said too
-    return true;
+    ++d.placements_refused;
+    if (d.placements_refused == 1) {
+      log().warn("device {}: the KV arena cannot place a {} allocation ({}): it stays an ordinary allocation{}", device,
+                 policy::format_bytes(bytes),
+                 d.arena->has_address_space(bytes)
+                     ? fmt::format("driver error {}, {}", static_cast<int>(r), driver_error_name(r))
+                     : fmt::format("its {} of address space is full", policy::format_bytes(d.arena->reserved_bytes())),
+                 d.arena->has_address_space(bytes) ? "" : " (raise KVREMAP_ARENA_BYTES)");
+    }
+    return false;
   }
-  if (r != CUDA_SUCCESS) return false;  // e.g. the reservation is full: an ordinary allocation then
   d.regions.push_back(Placement{base, bytes, tag == KvTag::kv, tag == KvTag::kv});
   refresh_counts(k);
   on_alloc(base, bytes, AllocKind::kKvArena, api, return_address, device);

@@ -273,18 +273,33 @@ TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
       << r.err;
 }
 
-// An arena too small for the KV cache: what does not fit is an ordinary allocation, never an
-// out-of-memory error the engine would not have had (the device has the memory).
-TEST(CommitSafety, AFullArenaMeansOrdinaryAllocationsNotAnOutOfMemoryError) {
-  const std::string program = link_as(VLLM_LIKE, "vllm");
-  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_ARENA_BYTES=2GiB",
-                         "KVREMAP_TRACE=off"});
-  const RunResult r =
-      run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("KV verified"), std::string::npos);
-  EXPECT_NE(r.err.find("the KV arena's 2.00 GiB of address space is full"), std::string::npos) << r.err;
+// An arena too small for the KV cache, or a placement the driver refuses: what the arena cannot
+// hold is an ordinary allocation, never an out-of-memory error the engine would not have had (the
+// device has the memory), and one line says why.
+TEST(CommitSafety, WhatTheArenaCannotPlaceIsAnOrdinaryAllocation) {
+  struct Case {
+    const char* setting;
+    const char* line;
+  };
+  for (const Case& c :
+       {Case{"KVREMAP_ARENA_BYTES=2GiB", "cannot place a 242.00 MiB allocation (its 2.00 GiB of address space is full): "
+                                         "it stays an ordinary allocation (raise KVREMAP_ARENA_BYTES)"},
+        Case{"SIMCUDA_FAIL=cuMemSetAccess:1:CUDA_ERROR_UNKNOWN",
+             "cannot place a 242.00 MiB allocation (driver error 999, CUDA_ERROR_UNKNOWN): it stays an ordinary "
+             "allocation"},
+        Case{"SIMCUDA_FAIL=cuMemCreate:1:CUDA_ERROR_OUT_OF_MEMORY",
+             "cannot place a 242.00 MiB allocation (driver error 2, CUDA_ERROR_OUT_OF_MEMORY): it stays an ordinary "
+             "allocation"}}) {
+    SCOPED_TRACE(c.setting);
+    std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off", c.setting});
+    const RunResult r = run_program(
+        {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("KV verified"), std::string::npos);
+    EXPECT_NE(r.err.find(c.line), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(c.line), r.err.rfind(c.line)) << "said once";
+  }
 }
 
 // A driver failure while committing one tensor costs that tensor at most: a transient error is
