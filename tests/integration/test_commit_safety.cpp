@@ -5,11 +5,19 @@
 // and verify KV, and it marks the start of serving in the simulated driver, whose oracle stops the
 // program (exit 86) when any kernel, copy or memset touches memory still aliased to the scratch —
 // whatever words the engine's own checks happen to sample.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "run_program.h"
@@ -339,4 +347,59 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
       EXPECT_NE(r.err.find("the device refused 1 of the planned tensor shares"), std::string::npos) << r.err;
     }
   }
+}
+
+// SIGKILL at any point of a deferring start-up — loading, profiling, the KV burst, the deferral,
+// autotuning, capture, the commit, serving — leaves a trace that reads and validates, up to its
+// last whole event.
+TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
+  const std::string program = link_as(VLLM_LIKE, "vllm");
+  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
+  const std::string base_dir = make_temp_dir();
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer"});
+  const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"};
+  // How long a whole start-up takes here, to spread the kill points over it.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> timed = env;
+  timed.push_back("KVREMAP_TRACE_DIR=" + base_dir);
+  ASSERT_EQ(run_program(argv, timed, {}, 120).exit_code, 0);
+  const auto whole_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  constexpr int kPoints = 24;
+  int killed = 0;
+  for (int i = 0; i < kPoints; ++i) {
+    const std::string dir = make_temp_dir();
+    std::vector<std::string> e = env;
+    e.push_back("KVREMAP_TRACE_DIR=" + dir);
+    std::vector<std::string> env_strings = e;
+    for (const char* name : {"PATH", "HOME"})
+      if (const char* v = std::getenv(name)) env_strings.push_back(std::string(name) + "=" + v);
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const std::string& v : env_strings) envp.push_back(const_cast<char*>(v.c_str()));
+    envp.push_back(nullptr);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execve(args[0], args.data(), envp.data());
+      _exit(127);
+    }
+    // Evenly over the start-up, a little past its end too.
+    std::this_thread::sleep_for(std::chrono::microseconds(whole_us * (i + 1) / kPoints));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (WIFSIGNALED(status)) ++killed;
+    for (const std::string& file : trace_files(dir)) {
+      SCOPED_TRACE(file + " killed at point " + std::to_string(i));
+      kvremap::trace::Trace trace;
+      ASSERT_NO_THROW(trace = kvremap::trace::read_trace(file));
+      EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+    }
+  }
+  EXPECT_GT(killed, kPoints / 2) << "most points fall inside the start-up";
 }
