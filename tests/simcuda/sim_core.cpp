@@ -407,7 +407,14 @@ SIM_EXPORT CUresult cuCtxSynchronize(void) {
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   SIM_ENTER("cuCtxSynchronize_v2");
-  (void)ctx;  // one context per device; the current one is what engines pass
+  {
+    // Work runs at enqueue time, so which context is synchronised changes nothing; an unknown one
+    // is refused.
+    std::lock_guard<std::mutex> guard(lock());
+    State& s = state();
+    if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+    if (ctx && !context_from_handle(s, ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
   return synchronize_context();
 }
 

@@ -56,12 +56,17 @@ std::uint64_t exec_charge(const State& s, std::size_t nodes) {
   return s.config.graph_exec_bytes + s.config.graph_node_bytes * nodes;
 }
 
-CUresult instantiate(CUgraphExec* exec, CUgraph graph) {
+// The flags cuGraphInstantiateWithFlags/WithParams document; none changes the simulation.
+constexpr unsigned long long kInstantiateFlags =
+    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+    CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+
+CUresult instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long flags = 0) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   int device = 0;
   if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
-  if (!exec) return CUDA_ERROR_INVALID_VALUE;
+  if (!exec || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   auto* g = reinterpret_cast<Graph*>(graph);
   if (!s.graphs.count(g)) return CUDA_ERROR_INVALID_VALUE;
   const std::uint64_t charge = exec_charge(s, g->nodes.size());
@@ -84,6 +89,8 @@ CUresult launch_graph(CUgraphExec exec, CUstream stream, bool per_thread) {
     if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
     auto* e = reinterpret_cast<GraphExec*>(exec);
     if (!s.execs.count(e)) return CUDA_ERROR_INVALID_VALUE;
+    // Checked before any node, so an unknown stream fails the same way for an empty graph.
+    if (!resolve_stream(s, stream, per_thread)) return CUDA_ERROR_INVALID_HANDLE;
     for (const Work& node : e->nodes) {
       Work copy = node;
       bool run_now = false;
@@ -138,7 +145,7 @@ bool parse_ptx(const char* image, ParsedModule& out) {
 
 CUresult load_module(Module** out, const void* image, bool library) {
   ParsedModule parsed;
-  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
   if (!parse_ptx(static_cast<const char*>(image), parsed)) return CUDA_ERROR_INVALID_IMAGE;
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
@@ -214,7 +221,10 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     auto* fn = reinterpret_cast<Function*>(f);
     if (!s.functions.count(fn) || !fn->host) return CUDA_ERROR_INVALID_HANDLE;
     if (extra) return CUDA_ERROR_NOT_SUPPORTED;
-    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024)
+    // The limits of compute capability 9.0 (cuDeviceGetAttribute MAX_GRID_DIM_*, MAX_BLOCK_DIM_*,
+    // MAX_THREADS_PER_BLOCK); the thread count is taken in 64 bits so that it cannot wrap.
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || gx > 0x7fffffffU || gy > 65535 ||
+        gz > 65535 || bx > 1024 || by > 1024 || bz > 64 || static_cast<std::uint64_t>(bx) * by * bz > 1024)
       return CUDA_ERROR_INVALID_VALUE;
     if (!params && !fn->param_sizes.empty()) return CUDA_ERROR_INVALID_VALUE;
     work.kind = Work::Kind::kKernel;
@@ -558,14 +568,14 @@ SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
 
 SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   SIM_ENTER("cuGraphInstantiateWithFlags");
-  SIM_GUARDED_BEGIN(void) flags;  // auto-free-on-launch, upload and priority flags change nothing in the simulation
-  return instantiate(exec, graph);
+  SIM_GUARDED_BEGIN
+  return instantiate(exec, graph, flags);
   SIM_GUARDED_END
 }
 
 static CUresult instantiate_with_params(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   if (!params) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = instantiate(exec, graph);
+  CUresult r = instantiate(exec, graph, params->flags);
   params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
   params->hErrNode_out = nullptr;
   return r;
@@ -654,6 +664,7 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
 SIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   SIM_ENTER("cuModuleLoadData");
   SIM_GUARDED_BEGIN
+  if (!module) return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
   CUresult r = load_module(&m, image, false);
   if (r == CUDA_SUCCESS) *module = reinterpret_cast<CUmodule>(m);
@@ -664,9 +675,10 @@ SIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
                                        CUjit_option* options, void** values) {
   SIM_ENTER("cuModuleLoadDataEx");
-  SIM_GUARDED_BEGIN(void) num_options;  // JIT options tune compilation, which the simulator does not do
-  (void)options;
+  // JIT options tune compilation, which the simulator does not do; only their presence is checked.
   (void)values;
+  SIM_GUARDED_BEGIN
+  if (!module || (num_options != 0 && !options)) return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
   CUresult r = load_module(&m, image, false);
   if (r == CUDA_SUCCESS) *module = reinterpret_cast<CUmodule>(m);
@@ -677,6 +689,7 @@ SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsi
 SIM_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
   SIM_ENTER("cuModuleGetFunction");
   SIM_GUARDED_BEGIN
+  if (!function) return CUDA_ERROR_INVALID_VALUE;
   Function* f = nullptr;
   CUresult r = get_function(&f, reinterpret_cast<Module*>(module), name, false);
   if (r == CUDA_SUCCESS) *function = reinterpret_cast<CUfunction>(f);
@@ -695,12 +708,12 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUji
                                       void** jit_values, unsigned int num_jit, CUlibraryOption* library_options,
                                       void** library_values, unsigned int num_library) {
   SIM_ENTER("cuLibraryLoadData");
-  SIM_GUARDED_BEGIN(void) jit_options;
+  // Options tune compilation and loading, which the simulator does not do; only their presence is checked.
   (void)jit_values;
-  (void)num_jit;
-  (void)library_options;
   (void)library_values;
-  (void)num_library;
+  SIM_GUARDED_BEGIN
+  if (!library || (num_jit != 0 && !jit_options) || (num_library != 0 && !library_options))
+    return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
   CUresult r = load_module(&m, code, true);
   if (r == CUDA_SUCCESS) *library = reinterpret_cast<CUlibrary>(m);
@@ -711,6 +724,7 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUji
 SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
   SIM_ENTER("cuLibraryGetKernel");
   SIM_GUARDED_BEGIN
+  if (!kernel) return CUDA_ERROR_INVALID_VALUE;
   Function* f = nullptr;
   CUresult r = get_function(&f, reinterpret_cast<Module*>(library), name, true);
   if (r == CUDA_SUCCESS) *kernel = reinterpret_cast<CUkernel>(f);
@@ -757,7 +771,7 @@ SIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
 }
 
 static CUresult launch_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra, bool per_thread) {
-  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  if (!config || (config->numAttrs != 0 && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
   return launch_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
                        config->blockDimZ, config->hStream, params, extra, per_thread);
 }

@@ -110,7 +110,7 @@ void release_address(State& s, const Allocation& a) {
   }
 }
 
-CUresult allocate(std::uint64_t* out, std::uint64_t bytes, bool stream_ordered) {
+CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   int device = 0;
@@ -119,6 +119,7 @@ CUresult allocate(std::uint64_t* out, std::uint64_t bytes, bool stream_ordered) 
   if (!stream_ordered) {
     if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
   }
+  // Larger than the device (SIZE_MAX included): nothing is rounded up, so nothing can overflow.
   if (bytes > s.config.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
   const std::uint64_t mapped = round_up(bytes, s.config.granularity);
   if (!charge_device(s, device, mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -206,6 +207,26 @@ void fill(std::uint64_t dst, unsigned char value, std::uint64_t bytes) {
   }
 }
 
+// True when [ptr, ptr+bytes) lies wholly in device memory the simulator knows: allocations and
+// reservations, several adjacent ones included (a VMM range may span mappings of contiguous
+// reservations). A range that wraps around the address space is never known.
+bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) {
+  if (bytes > UINT64_MAX - ptr) return false;
+  const std::uint64_t end = ptr + bytes;
+  std::uint64_t at = ptr;
+  while (at < end) {
+    const Region r = find_region(s, at);
+    if (r.allocation) {
+      at = r.allocation->va + r.allocation->mapped;
+    } else if (const Reservation* res = find_reservation(s, at)) {
+      at = res->va + res->size;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 CUresult memset_api(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream, bool per_thread,
                     bool synchronous) {
   Work work;
@@ -223,7 +244,7 @@ CUresult memset_api(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream
       if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
     }
     if (bytes == 0) return CUDA_SUCCESS;
-    if (!is_device_pointer(s, dst)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_known(s, dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult r = submit_work(s, stream, per_thread, synchronous, work, run_now); r != CUDA_SUCCESS) return r;
   }
   if (run_now) run_work(work);
@@ -231,6 +252,14 @@ CUresult memset_api(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream
 }
 
 enum class Side { kHost, kDevice, kAny };
+
+// A copy's side: device memory must hold the whole range; host memory cannot be checked beyond
+// not wrapping around the address space. kAny is device memory when its first byte is.
+bool side_valid(const State& s, std::uint64_t ptr, Side side, std::uint64_t bytes) {
+  if (side == Side::kDevice || (side == Side::kAny && is_device_pointer(s, ptr)))
+    return device_range_known(s, ptr, bytes);
+  return bytes <= UINT64_MAX - ptr;
+}
 
 CUresult memcpy_api(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, size_t bytes, CUstream stream,
                     bool per_thread, bool synchronous) {
@@ -250,8 +279,7 @@ CUresult memcpy_api(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_si
     }
     if (bytes == 0) return CUDA_SUCCESS;
     if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
-    if (dst_side == Side::kDevice && !is_device_pointer(s, dst)) return CUDA_ERROR_INVALID_VALUE;
-    if (src_side == Side::kDevice && !is_device_pointer(s, src)) return CUDA_ERROR_INVALID_VALUE;
+    if (!side_valid(s, dst, dst_side, bytes) || !side_valid(s, src, src_side, bytes)) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult r = submit_work(s, stream, per_thread, synchronous, work, run_now); r != CUDA_SUCCESS) return r;
   }
   if (run_now) run_work(work);
@@ -326,10 +354,7 @@ using namespace simcuda;
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   SIM_ENTER("cuMemAlloc_v2");
   SIM_GUARDED_BEGIN
-  std::uint64_t p = 0;
-  CUresult r = allocate(&p, bytesize, false);
-  if (r == CUDA_SUCCESS) *dptr = p;
-  return r;
+  return allocate(dptr, bytesize, false);
   SIM_GUARDED_END
 }
 
@@ -337,15 +362,16 @@ SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t 
                                        unsigned int element_size) {
   SIM_ENTER("cuMemAllocPitch_v2");
   SIM_GUARDED_BEGIN
-  if (!pitch || width == 0 || height == 0 || (element_size != 4 && element_size != 8 && element_size != 16))
+  if (!dptr || !pitch || width == 0 || height == 0 || (element_size != 4 && element_size != 8 && element_size != 16))
     return CUDA_ERROR_INVALID_VALUE;
-  const std::uint64_t row = round_up(width, 512);  // the texture pitch alignment of recent GPUs
-  std::uint64_t p = 0;
-  CUresult r = allocate(&p, row * height, false);
-  if (r == CUDA_SUCCESS) {
-    *dptr = p;
-    *pitch = row;
-  }
+  constexpr std::uint64_t kPitchAlignment = 512;  // the texture pitch alignment of recent GPUs
+  std::uint64_t bytes = 0;
+  // A pitch or a size beyond 64 bits is more than any device holds.
+  if (width > UINT64_MAX - (kPitchAlignment - 1) ||
+      __builtin_mul_overflow(round_up(width, kPitchAlignment), static_cast<std::uint64_t>(height), &bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = allocate(dptr, bytes, false);
+  if (r == CUDA_SUCCESS) *pitch = round_up(width, kPitchAlignment);
   return r;
   SIM_GUARDED_END
 }
@@ -365,10 +391,7 @@ static CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream,
     if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
     if (!resolve_stream(s, stream, per_thread)) return CUDA_ERROR_INVALID_HANDLE;
   }
-  std::uint64_t p = 0;
-  CUresult r = allocate(&p, bytesize, true);
-  if (r == CUDA_SUCCESS) *dptr = p;
-  return r;
+  return allocate(dptr, bytesize, true);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
@@ -519,6 +542,8 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
   const std::uint64_t g = s.config.granularity;
   if (size % g != 0 || (alignment != 0 && (alignment & (alignment - 1)) != 0)) return CUDA_ERROR_INVALID_VALUE;
   const std::uint64_t align = std::max<std::uint64_t>(alignment, g);
+  // More address space than 64 bits hold: the aligned search below would wrap.
+  if (size > UINT64_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
   void* base = MAP_FAILED;
   if (addr != 0 && addr % align == 0) {
     // The hint is honoured when that range is free, as the real driver does; otherwise ignored.
@@ -755,11 +780,11 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* ha
 SIM_EXPORT CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
                                                   CUmemRangeHandleType type, unsigned long long flags) {
   SIM_ENTER("cuMemGetHandleForAddressRange");
-  (void)handle;
   (void)dptr;
   (void)size;
-  (void)type;
-  (void)flags;
+  if (!handle || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD ||
+      (flags & ~static_cast<unsigned long long>(CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 

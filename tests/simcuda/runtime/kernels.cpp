@@ -10,7 +10,12 @@ namespace {
 cudaError_t launch_kernel(StreamApi api, const void* func, dim3 grid, dim3 block, void** args, size_t shared_mem,
                           cudaStream_t stream) {
   if (func == nullptr) return cudaErrorInvalidDeviceFunction;
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) {
+  // A launch configuration outside the device's limits (compute capability 9.0: grid 2^31-1 x
+  // 65535 x 65535, block 1024 x 1024 x 64 and 1024 threads) is the runtime's configuration error;
+  // the thread count is taken in 64 bits so that it cannot wrap.
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+      grid.x > 0x7fffffffU || grid.y > 65535 || grid.z > 65535 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      static_cast<unsigned long long>(block.x) * block.y * block.z > 1024) {
     return cudaErrorInvalidConfiguration;
   }
   if (shared_mem > 0xffffffffu) return cudaErrorInvalidValue;  // the driver takes 32 bits
