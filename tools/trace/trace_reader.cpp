@@ -370,8 +370,8 @@ class TraceParser {
     take_line(trim(line), lines_taken_);
   }
 
-  // Whether `start`, the beginning of the next line, already shows that the text is no trace: lets
-  // a reader reject a garbage file without reading its (possibly enormous) first line to the end.
+  // Throws if `start`, the beginning of the next line, already shows that the text is no trace, so
+  // that a reader rejects a garbage file without reading its (possibly enormous) first line to the end.
   void check_line_start(std::string_view start) {
     const std::string_view text = trim(start);
     if (stage_ == Stage::before_open_bracket && !text.empty() && !text.starts_with('[')) {
