@@ -473,7 +473,8 @@ TEST(TraceReader, LargeTraceParsesInOnePassWithCorrectLines) {
 // Every way a file can fail to be a trace is a TraceError, never another exception, a crash or "ok".
 TEST(TraceReaderRobustness, NumberBeyondADoublesRangeIsAnErrorAtItsLine) {
   const std::string message = trace_error_of([] { (void)read_trace(data_path("number_out_of_range.json")); });
-  EXPECT_THAT(message, HasSubstr("number_out_of_range.json: line 6: not a JSON event: number overflow parsing '1e309'"));
+  EXPECT_THAT(message,
+              HasSubstr("number_out_of_range.json: line 6: not a JSON event: number overflow parsing '1e309'"));
   EXPECT_EQ(message.find('\n'), std::string::npos);
   EXPECT_THAT(trace_error_of([] { (void)kvremap::trace::validate_file(data_path("number_out_of_range.json")); }),
               HasSubstr("line 6: not a JSON event: number overflow"));
@@ -502,10 +503,9 @@ TEST(TraceReaderRobustness, LinesNestedDeeperThanTheLimitAreRejectedBeforeParsin
            std::string(levels - 1, ']') + "}";
   };
   EXPECT_EQ(parse_trace(trace_text({nested_args(kvremap::trace::kMaxNestingDepth)}), "t").other_events.size(), 1u);
-  EXPECT_THAT(trace_error_of([&] {
-                (void)parse_trace(trace_text({nested_args(kvremap::trace::kMaxNestingDepth + 1)}), "t");
-              }),
-              HasSubstr("line 3: nested deeper than 64"));
+  EXPECT_THAT(
+      trace_error_of([&] { (void)parse_trace(trace_text({nested_args(kvremap::trace::kMaxNestingDepth + 1)}), "t"); }),
+      HasSubstr("line 3: nested deeper than 64"));
   const std::string brackets_in_string =
       R"({"ph":"i","cat":"x","name":"\")" + std::string(1000, '[') + R"(","pid":7,"tid":7,"ts":1,"args":{}})";
   EXPECT_EQ(parse_trace(trace_text({brackets_in_string}), "t").other_events.size(), 1u);
@@ -573,15 +573,15 @@ TEST(TraceReaderStreaming, FileReadInChunksMatchesTheTextInMemory) {
 TEST(TraceReaderStreaming, EventCallbackSeesEveryEventInOrderWithTheHeaderRead) {
   std::vector<std::size_t> lines;
   std::vector<int> schemas;
-  const Trace trace = read_trace(
-      data_path("complete.json"),
-      {.keep_raw_events = false,
-       .keep_records = true,
-       .on_event = [&](const nlohmann::json&, std::size_t index, std::size_t line, const kvremap::trace::Header& header) {
-         EXPECT_EQ(index, lines.size());
-         lines.push_back(line);
-         schemas.push_back(header.schema_version);
-       }});
+  const Trace trace =
+      read_trace(data_path("complete.json"), {.keep_raw_events = false,
+                                              .keep_records = true,
+                                              .on_event = [&](const nlohmann::json&, std::size_t index,
+                                                              std::size_t line, const kvremap::trace::Header& header) {
+                                                EXPECT_EQ(index, lines.size());
+                                                lines.push_back(line);
+                                                schemas.push_back(header.schema_version);
+                                              }});
   ASSERT_EQ(lines.size(), trace.event_count);
   EXPECT_EQ(lines.front(), 2u);
   EXPECT_EQ(schemas.front(), 0);  // process_name comes before the header
@@ -606,7 +606,8 @@ TEST(TraceReaderStreaming, ValidateFileSaysWhatValidateSaysOfTheWholeTrace) {
   const std::string capture =
       R"({"ph":"X","cat":"capture","name":"capture","pid":7,"tid":7,"ts":10,"dur":10,"args":{"capture_id":1,)"
       R"("stream":"0x1","mode":"global","status":"ok","allocated_bytes":0}})";
-  const TempFile file("cross.json", trace_text({summary, capture, lifetime_line(19, 2, "0x1", 8), kHeaderLine}, true, 2));
+  const TempFile file("cross.json",
+                      trace_text({summary, capture, lifetime_line(19, 2, "0x1", 8), kHeaderLine}, true, 2));
   const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(file.path());
   EXPECT_EQ(streamed.problems, kvremap::trace::validate(read_trace(file.path())));
   EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("event 1: summary: the summary is not the last event")));

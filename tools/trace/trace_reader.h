@@ -216,8 +216,8 @@ struct ReadOptions {
   bool keep_records = true;
   // Called for every event as it is read, in file order, after the header (if it came earlier) was
   // read into `header`; `index` and `line` are as in EventRef. The event is gone when it returns.
-  std::function<void(const nlohmann::json& event, std::size_t index, std::size_t line, const Header& header)>
-      on_event = nullptr;
+  std::function<void(const nlohmann::json& event, std::size_t index, std::size_t line, const Header& header)> on_event =
+      nullptr;
 };
 
 // Parses trace text. Throws TraceError when the text is not a kvremap trace at all (garbage, no
