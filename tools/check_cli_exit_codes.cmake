@@ -1,4 +1,5 @@
 # Runs `kvremap` on good, bad and no input and checks each exit code: 0 ok, 1 trace problem, 2 usage.
+# Inputs made here (too large to keep as fixtures) go to WORK.
 function(expect_exit expected)
   execute_process(COMMAND ${KVREMAP} ${ARGN} RESULT_VARIABLE actual OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT actual EQUAL expected)
@@ -15,3 +16,43 @@ expect_exit(1 report ${DATA}/does-not-exist.json)
 expect_exit(2 report)
 expect_exit(2 validate --no-such-flag ${DATA}/complete.json)
 expect_exit(2 no-such-subcommand)
+
+# A trace that cannot be read: exit 1, nothing on stdout, and exactly one line on stderr that names
+# the file and matches `pattern` (no abort, no "ok, 0 events").
+function(expect_read_failure command file pattern)
+  execute_process(COMMAND ${KVREMAP} ${command} ${file} RESULT_VARIABLE actual OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REGEX REPLACE "\n$" "" line "${err}")
+  if(NOT actual EQUAL 1 OR NOT out STREQUAL "" OR line MATCHES "\n"
+     OR NOT line MATCHES "^kvremap ${command}: [^\n]*${pattern}")
+    message(FATAL_ERROR "kvremap ${command} ${file}: exit ${actual}, expected 1 and one line matching "
+                        "'${pattern}' on stderr\nstdout: ${out}\nstderr: ${err}")
+  endif()
+endfunction()
+
+file(MAKE_DIRECTORY ${WORK})
+string(REPEAT "[" 100000 open_arrays)
+string(REPEAT "]" 100000 close_arrays)
+string(REPEAT "{\"a\":" 100000 open_objects)
+string(REPEAT "}" 100000 close_objects)
+file(READ ${DATA}/complete.json complete_text)
+string(REGEX MATCH ",[{]\"ph\":\"M\",\"cat\":\"kvremap\",\"name\":\"kvremap_trace\"[^\n]*" header_line
+       "${complete_text}")
+file(WRITE ${WORK}/deep_arrays.json "[\n${header_line}\n,${open_arrays}${close_arrays}\n]\n")
+file(WRITE ${WORK}/deep_objects.json "[\n${header_line}\n,${open_objects}1${close_objects}\n")
+file(WRITE ${WORK}/unreadable.json "[\n")
+file(CHMOD ${WORK}/unreadable.json PERMISSIONS OWNER_WRITE)
+
+foreach(command report validate)
+  expect_read_failure(${command} ${DATA}/number_out_of_range.json
+                      "number_out_of_range\\.json: line 6: not a JSON event: number overflow parsing '1e309'$")
+  expect_read_failure(${command} ${WORK}/deep_arrays.json "deep_arrays\\.json: line 3: nested deeper than 64 levels")
+  expect_read_failure(${command} ${WORK}/deep_objects.json "deep_objects\\.json: line 3: nested deeper than 64 levels")
+  expect_read_failure(${command} ${DATA} "traces: line 0: cannot read: is a directory")
+  expect_read_failure(${command} ${DATA}/does-not-exist.json "does-not-exist\\.json: line 0: cannot open: No such file")
+  expect_read_failure(${command} ${DATA}/complete.json/inside "complete\\.json/inside: line 0: cannot open: Not a directory")
+  # Root reads any file; the check needs an account that permissions apply to.
+  execute_process(COMMAND test -r ${WORK}/unreadable.json RESULT_VARIABLE readable)
+  if(NOT readable EQUAL 0)
+    expect_read_failure(${command} ${WORK}/unreadable.json "unreadable\\.json: line 0: cannot open: Permission denied")
+  endif()
+endforeach()

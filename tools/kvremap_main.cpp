@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ constexpr int kExitOk = 0;
 constexpr int kExitTraceProblem = 1;
 constexpr int kExitUsage = 2;
 
+// Any failure to read one trace is one line on stderr naming the file, and exit status 1; the
+// reader reports its problems as TraceError, anything else (out of memory) is caught here too.
+void print_read_failure(const char* command, const std::string& path, const std::exception& error) {
+  if (dynamic_cast<const kvremap::trace::TraceError*>(&error) != nullptr) {
+    std::fprintf(stderr, "kvremap %s: %s\n", command, error.what());
+  } else {
+    std::fprintf(stderr, "kvremap %s: %s: cannot read: %s\n", command, path.c_str(), error.what());
+  }
+}
+
 int run_report(const std::vector<std::string>& paths) {
   int status = kExitOk;
   bool first = true;
@@ -26,8 +37,8 @@ int run_report(const std::vector<std::string>& paths) {
       const kvremap::trace::Trace trace = kvremap::trace::read_trace(path, {.keep_raw_events = false});
       std::printf("%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str());
       first = false;
-    } catch (const kvremap::trace::TraceError& error) {
-      std::fprintf(stderr, "kvremap report: %s\n", error.what());
+    } catch (const std::exception& error) {
+      print_read_failure("report", path, error);
       status = kExitTraceProblem;
     }
   }
@@ -38,18 +49,19 @@ int run_validate(const std::vector<std::string>& paths) {
   int status = kExitOk;
   for (const std::string& path : paths) {
     try {
-      const kvremap::trace::Trace trace = kvremap::trace::read_trace(path);
-      const std::vector<std::string> problems = kvremap::trace::validate(trace);
-      for (const std::string& problem : problems) std::printf("%s\n", problem.c_str());
-      if (!problems.empty()) {
+      // One streaming pass: memory stays small whatever the trace's size.
+      const kvremap::trace::FileValidation result = kvremap::trace::validate_file(path);
+      for (const std::string& problem : result.problems) std::printf("%s\n", problem.c_str());
+      if (!result.problems.empty()) {
         status = kExitTraceProblem;
         continue;
       }
-      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), trace.event_count,
-                  trace.complete ? "" : ", no closing ']' (process did not exit cleanly)",
-                  trace.truncated ? ", incomplete last line ignored" : "");
-    } catch (const kvremap::trace::TraceError& error) {
-      std::printf("%s\n", error.what());
+      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count,
+                  result.trace.complete ? "" : ", no closing ']' (process did not exit cleanly)",
+                  result.trace.truncated ? ", incomplete last line ignored" : "");
+    } catch (const std::exception& error) {
+      std::fflush(stdout);  // problems already printed for earlier files come first
+      print_read_failure("validate", path, error);
       status = kExitTraceProblem;
     }
   }

@@ -2,6 +2,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -56,6 +62,20 @@ std::string lifetime_line(double ts, double dur, const std::string& ptr, std::ui
          R"(","bytes":)" + std::to_string(bytes) +
          R"(,"device":0,"category":"other","phase":"loading","free_api":"cuMemFree_v2"}})";
 }
+
+// A file under the test's temporary directory holding `text`, removed when it goes out of scope.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text)
+      : path_(std::filesystem::path(::testing::TempDir()) / (std::to_string(::getpid()) + "-" + name)) {
+    std::ofstream(path_, std::ios::binary) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Runs `parse` expecting a TraceError and returns its message.
 template <typename Parse>
@@ -448,6 +468,151 @@ TEST(TraceReader, LargeTraceParsesInOnePassWithCorrectLines) {
   const kvremap::trace::CategoryStats& other = kvremap::trace::replay_live_bytes(trace).devices.at(0).at("other");
   EXPECT_EQ(other.live_bytes, 0u);
   EXPECT_EQ(other.peak_bytes, 256u);
+}
+
+// Every way a file can fail to be a trace is a TraceError, never another exception, a crash or "ok".
+TEST(TraceReaderRobustness, NumberBeyondADoublesRangeIsAnErrorAtItsLine) {
+  const std::string message = trace_error_of([] { (void)read_trace(data_path("number_out_of_range.json")); });
+  EXPECT_THAT(message,
+              HasSubstr("number_out_of_range.json: line 6: not a JSON event: number overflow parsing '1e309'"));
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_THAT(trace_error_of([] { (void)kvremap::trace::validate_file(data_path("number_out_of_range.json")); }),
+              HasSubstr("line 6: not a JSON event: number overflow"));
+  // Not mistaken for a cut-off last line: a prefix of a number the writer wrote is never out of range.
+  const std::string last_line = R"({"ph":"i","cat":"x","name":"y","pid":7,"tid":7,"ts":-1e400})";
+  EXPECT_THAT(trace_error_of([&] { (void)parse_trace(trace_text({last_line}, false), "t"); }),
+              HasSubstr("t: line 3: not a JSON event: number overflow"));
+}
+
+TEST(TraceReaderRobustness, LinesNestedDeeperThanTheLimitAreRejectedBeforeParsing) {
+  constexpr std::size_t kLevels = 100000;
+  const std::string arrays = std::string(kLevels, '[') + std::string(kLevels, ']');
+  std::string objects;
+  for (std::size_t i = 0; i < kLevels; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(kLevels, '}');
+  const std::string in_args = R"({"ph":"i","cat":"x","name":"y","pid":7,"tid":7,"ts":1,"args":)" + arrays + "}";
+  for (const std::string& line : {arrays, objects, in_args}) {
+    for (const bool closed : {true, false}) {
+      EXPECT_THAT(trace_error_of([&] { (void)parse_trace(trace_text({line}, closed), "deep.json"); }),
+                  HasSubstr("deep.json: line 3: nested deeper than 64 levels"));
+    }
+  }
+  // The limit itself is fine; brackets inside strings (escaped quotes included) do not count.
+  const auto nested_args = [](std::size_t levels) {
+    return R"({"ph":"i","cat":"x","name":"y","pid":7,"tid":7,"ts":1,"args":)" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  EXPECT_EQ(parse_trace(trace_text({nested_args(kvremap::trace::kMaxNestingDepth)}), "t").other_events.size(), 1u);
+  EXPECT_THAT(
+      trace_error_of([&] { (void)parse_trace(trace_text({nested_args(kvremap::trace::kMaxNestingDepth + 1)}), "t"); }),
+      HasSubstr("line 3: nested deeper than 64"));
+  const std::string brackets_in_string =
+      R"({"ph":"i","cat":"x","name":"\")" + std::string(1000, '[') + R"(","pid":7,"tid":7,"ts":1,"args":{}})";
+  EXPECT_EQ(parse_trace(trace_text({brackets_in_string}), "t").other_events.size(), 1u);
+}
+
+TEST(TraceReaderRobustness, DirectoriesAndUnopenablePathsAreErrorsAtLineZero) {
+  const std::string directory = std::string(KVREMAP_SOURCE_DIR) + "/tests/data/traces";
+  EXPECT_THAT(trace_error_of([&] { (void)read_trace(directory); }),
+              HasSubstr("traces: line 0: cannot read: is a directory"));
+  EXPECT_THAT(trace_error_of([&] { (void)kvremap::trace::validate_file(directory); }),
+              HasSubstr("traces: line 0: cannot read: is a directory"));
+  EXPECT_THAT(trace_error_of([] { (void)read_trace(data_path("complete.json/inside")); }),
+              HasSubstr("complete.json/inside: line 0: cannot open: Not a directory"));
+  EXPECT_THAT(trace_error_of([] { (void)kvremap::trace::validate_file(data_path("does-not-exist.json")); }),
+              HasSubstr("does-not-exist.json: line 0: cannot open: No such file or directory"));
+  EXPECT_THAT(trace_error_of([] { (void)read_trace("/dev/null"); }),
+              HasSubstr("/dev/null: line 0: not a kvremap trace: the file is empty"));
+}
+
+TEST(TraceReaderRobustness, UnreadableFileIsAnErrorAtLineZero) {
+  const TempFile file("unreadable.json", "[\n");
+  ASSERT_EQ(::chmod(file.path().c_str(), 0), 0);
+  if (::access(file.path().c_str(), R_OK) == 0) GTEST_SKIP() << "running with permission to read any file";
+  EXPECT_THAT(trace_error_of([&] { (void)read_trace(file.path()); }),
+              HasSubstr("unreadable.json: line 0: cannot open: Permission denied"));
+}
+
+TEST(TraceReaderRobustness, LongGarbageLineIsNotATrace) {
+  // Megabytes with no newline: rejected by its first bytes, whatever follows.
+  std::string garbage = "PK";
+  garbage.append(kvremap::trace::kMaxLineBytes / 64, 'x');
+  const TempFile file("long_garbage.json", garbage);
+  EXPECT_THAT(trace_error_of([&] { (void)read_trace(file.path()); }),
+              HasSubstr("long_garbage.json: line 1: not a kvremap trace: expected '['"));
+}
+
+// A file read in chunks gives what the same text gives in memory, lines across chunk boundaries
+// and a last line without its newline included.
+TEST(TraceReaderStreaming, FileReadInChunksMatchesTheTextInMemory) {
+  constexpr int kEvents = 30000;  // about 6 MB: several read chunks
+  std::string text = "[\n" + kHeaderLine + "\n";
+  for (int i = 0; i < kEvents; ++i) {
+    text += "," +
+            (i % 2 == 0 ? alloc_line(i, "0x" + std::to_string(i), 256, "other")
+                        : free_line(i, "0x" + std::to_string(i - 1), 256, "other")) +
+            (i + 1 < kEvents ? "\n" : "");
+  }
+  const TempFile file("chunks.json", text);
+  const Trace from_file = read_trace(file.path());
+  const Trace from_text = parse_trace(text, file.path());
+  EXPECT_EQ(from_file.event_count, static_cast<std::size_t>(kEvents + 1));
+  EXPECT_EQ(from_file.event_lines, from_text.event_lines);
+  EXPECT_EQ(from_file.events, from_text.events);
+  ASSERT_EQ(from_file.frees.size(), from_text.frees.size());
+  EXPECT_EQ(from_file.frees.back().ptr, from_text.frees.back().ptr);
+  EXPECT_FALSE(from_file.truncated);
+
+  const Trace records_only = read_trace(file.path(), {.keep_raw_events = false, .keep_records = false});
+  EXPECT_EQ(records_only.event_count, static_cast<std::size_t>(kEvents + 1));
+  EXPECT_TRUE(records_only.allocs.empty());
+  EXPECT_TRUE(records_only.events.empty());
+  EXPECT_EQ(records_only.header.schema_version, 1);
+}
+
+TEST(TraceReaderStreaming, EventCallbackSeesEveryEventInOrderWithTheHeaderRead) {
+  std::vector<std::size_t> lines;
+  std::vector<int> schemas;
+  const Trace trace =
+      read_trace(data_path("complete.json"), {.keep_raw_events = false,
+                                              .keep_records = true,
+                                              .on_event = [&](const nlohmann::json&, std::size_t index,
+                                                              std::size_t line, const kvremap::trace::Header& header) {
+                                                EXPECT_EQ(index, lines.size());
+                                                lines.push_back(line);
+                                                schemas.push_back(header.schema_version);
+                                              }});
+  ASSERT_EQ(lines.size(), trace.event_count);
+  EXPECT_EQ(lines.front(), 2u);
+  EXPECT_EQ(schemas.front(), 0);  // process_name comes before the header
+  EXPECT_EQ(schemas.back(), 1);
+}
+
+TEST(TraceReaderStreaming, ValidateFileSaysWhatValidateSaysOfTheWholeTrace) {
+  for (const char* name : {"complete.json", "schema_problems.json", "missing_close_bracket.json",
+                           "killed_mid_line.json", "killed_after_comma.json"}) {
+    SCOPED_TRACE(name);
+    const Trace whole = read_trace(data_path(name));
+    const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(data_path(name));
+    EXPECT_EQ(streamed.problems, kvremap::trace::validate(whole));
+    EXPECT_EQ(streamed.trace.event_count, whole.event_count);
+    EXPECT_EQ(streamed.trace.complete, whole.complete);
+    EXPECT_EQ(streamed.trace.truncated, whole.truncated);
+    EXPECT_TRUE(streamed.trace.events.empty());
+    EXPECT_TRUE(streamed.trace.allocs.empty());
+  }
+  // Cross-event checks: a summary followed by an event, slices that do not nest, a second header.
+  const std::string summary = R"({"ph":"i","cat":"summary","name":"summary","pid":7,"tid":7,"ts":5,"args":{}})";
+  const std::string capture =
+      R"({"ph":"X","cat":"capture","name":"capture","pid":7,"tid":7,"ts":10,"dur":10,"args":{"capture_id":1,)"
+      R"("stream":"0x1","mode":"global","status":"ok","allocated_bytes":0}})";
+  const TempFile file("cross.json",
+                      trace_text({summary, capture, lifetime_line(19, 2, "0x1", 8), kHeaderLine}, true, 2));
+  const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(file.path());
+  EXPECT_EQ(streamed.problems, kvremap::trace::validate(read_trace(file.path())));
+  EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("event 1: summary: the summary is not the last event")));
+  EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("event 3: alloc: overlaps event 2 (capture)")));
+  EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("a second kvremap_trace metadata event")));
 }
 
 }  // namespace

@@ -56,6 +56,14 @@ inline std::string as_option_text(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
+// An exception's message without nlohmann's "[json.exception.parse_error.101] " prefix, which tells a
+// user nothing.
+inline std::string error_text(const nlohmann::json::exception& error) {
+  std::string text = error.what();
+  const std::size_t bracket = text.find("] ");
+  return bracket == std::string::npos ? text : text.substr(bracket + 2);
+}
+
 // Whole nanoseconds of a time in microseconds: the writer prints three decimals, so times and
 // durations add up exactly in nanoseconds where their doubles would not.
 inline std::int64_t ns_of_us(double us) { return std::llround(us * 1000.0); }

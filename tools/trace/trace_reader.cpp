@@ -1,12 +1,15 @@
 // Line-by-line parser for streamed kvremap traces, tolerant of the tail a killed process leaves.
 #include "tools/trace/trace_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "tools/trace/json_access.h"
 
@@ -60,17 +63,30 @@ std::string excerpt(std::string_view text) {
   return "'" + quoted + (text.size() > kMaxQuoted ? "...'" : "'");
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] "; the prefix tells a user nothing.
-std::string json_error_text(std::string_view body) {
-  try {
-    const json reparsed = json::parse(body);
-    (void)reparsed;
-  } catch (const json::parse_error& error) {
-    std::string text = error.what();
-    const std::size_t bracket = text.find("] ");
-    return bracket == std::string::npos ? text : text.substr(bracket + 2);
+// Whether arrays and objects in `text` nest deeper than `limit`; brackets inside strings do not count.
+// A linear scan, so that a hostile line never reaches the recursive parts of the JSON library.
+bool nested_deeper_than(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
   }
-  return "invalid JSON";
+  return false;
 }
 
 EventRef make_ref(const json& event, std::size_t index, std::size_t line) {
@@ -327,7 +343,7 @@ bool is_metadata_named(const json& event, std::string_view name) {
   return string_at(event, "ph") == "M" && string_at(event, "name") == name;
 }
 
-// Walks the text one line at a time, exactly once. A line that does not parse is held back: if it
+// Takes the text one line at a time, exactly once. A line that does not parse is held back: if it
 // turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
 class TraceParser {
  public:
@@ -342,10 +358,36 @@ class TraceParser {
       const std::string_view line = text.substr(0, end);
       text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
       ++line_number;
+      if (line.size() > kMaxLineBytes) line_too_long(line_number);
       take_line(trim(line), line_number);
     }
     return finish(line_number);
   }
+
+  // One line (without its '\n'); lines are numbered from 1 in the order they are given.
+  void take_line(std::string_view line) {
+    ++lines_taken_;
+    take_line(trim(line), lines_taken_);
+  }
+
+  // Throws if `start`, the beginning of the next line, already shows that the text is no trace, so
+  // that a reader rejects a garbage file without reading its (possibly enormous) first line to the end.
+  void check_line_start(std::string_view start) {
+    const std::string_view text = trim(start);
+    if (stage_ == Stage::before_open_bracket && !text.empty() && !text.starts_with('[')) {
+      take_line(text, lines_taken_ + 1);
+    }
+  }
+
+  [[noreturn]] void line_too_long(std::size_t line_number) {
+    if (unparsed_line_ != 0) throw TraceError(trace_.source, unparsed_line_, unparsed_problem_);
+    throw TraceError(trace_.source, line_number,
+                     "line longer than " + std::to_string(kMaxLineBytes >> 20) + " MiB: not a kvremap trace line");
+  }
+
+  std::size_t lines_taken() const { return lines_taken_; }
+
+  Trace finish() { return finish(lines_taken_); }
 
  private:
   enum class Stage { before_open_bracket, in_events, after_close_bracket };
@@ -385,12 +427,27 @@ class TraceParser {
       hold_unparsed(line_number, "a separating ',' with no event after it");
       return;
     }
-    json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (event.is_discarded()) {
-      hold_unparsed(line_number, "not a JSON event: " + json_error_text(line));
-      return;
+    if (nested_deeper_than(line, kMaxNestingDepth)) {
+      throw TraceError(trace_.source, line_number,
+                       "nested deeper than " + std::to_string(kMaxNestingDepth) +
+                           " levels of arrays and objects: not a kvremap trace event");
     }
-    take_event(std::move(event), line, line_number);
+    json event;
+    try {
+      event = json::parse(line);
+    } catch (const json::parse_error& error) {
+      // What a process killed mid-write leaves; an error only if more lines follow.
+      hold_unparsed(line_number, "not a JSON event: " + detail::error_text(error));
+      return;
+    } catch (const json::exception& error) {
+      // A number beyond a double's range and the like: never a cut-off line, so never the tail.
+      throw TraceError(trace_.source, line_number, "not a JSON event: " + detail::error_text(error));
+    }
+    try {
+      take_event(std::move(event), line, line_number);
+    } catch (const json::exception& error) {
+      throw TraceError(trace_.source, line_number, "cannot read the event: " + detail::error_text(error));
+    }
   }
 
   void hold_unparsed(std::size_t line_number, std::string problem) {
@@ -415,9 +472,10 @@ class TraceParser {
       trace_.header = read_header(event, trace_.source, line_number);
       trace_.header.process_name = std::move(process_name);
       header_seen_ = true;
-    } else {
+    } else if (options_.keep_records) {
       sorter_.add(event, index, line_number);  // a repeated header is kept as an OtherEvent
     }
+    if (options_.on_event) options_.on_event(event, index, line_number, trace_.header);
     ++trace_.event_count;
     if (options_.keep_raw_events) {
       trace_.events.push_back(std::move(event));
@@ -447,7 +505,25 @@ class TraceParser {
   bool header_seen_ = false;
   std::size_t unparsed_line_ = 0;
   std::string unparsed_problem_;
+  std::size_t lines_taken_ = 0;
 };
+
+// Closes a file descriptor when the reader is done with it, however it leaves.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string errno_text(int error) { return std::strerror(error); }
 
 }  // namespace
 
@@ -456,11 +532,46 @@ Trace parse_trace(std::string_view text, std::string source_name, const ReadOpti
 }
 
 Trace read_trace(const std::string& path, const ReadOptions& options) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw TraceError(path, 0, std::string("cannot open: ") + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad()) throw TraceError(path, 0, std::string("cannot read: ") + std::strerror(errno));
-  return parse_trace(text, path, options);
+  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) throw TraceError(path, 0, "cannot open: " + errno_text(errno));
+  struct stat status {};
+  if (::fstat(file.get(), &status) != 0) throw TraceError(path, 0, "cannot open: " + errno_text(errno));
+  if (S_ISDIR(status.st_mode)) throw TraceError(path, 0, "cannot read: is a directory, not a trace file");
+
+  // Fixed-size reads; only the line being assembled grows, up to kMaxLineBytes.
+  TraceParser parser(path, options);
+  constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+  std::vector<char> chunk(kChunkBytes);
+  std::string line;
+  for (;;) {
+    const ssize_t got = ::read(file.get(), chunk.data(), chunk.size());
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw TraceError(path, parser.lines_taken() + 1, "cannot read: " + errno_text(errno));
+    }
+    if (got == 0) break;
+    std::string_view rest(chunk.data(), static_cast<std::size_t>(got));
+    while (!rest.empty()) {
+      const std::size_t newline = rest.find('\n');
+      const std::string_view piece = rest.substr(0, newline);
+      if (line.size() + piece.size() > kMaxLineBytes) parser.line_too_long(parser.lines_taken() + 1);
+      if (newline == std::string_view::npos) {
+        line.append(piece);
+        parser.check_line_start(line);
+        break;
+      }
+      if (line.empty()) {
+        parser.take_line(piece);
+      } else {
+        line.append(piece);
+        parser.take_line(line);
+        line.clear();
+      }
+      rest.remove_prefix(newline + 1);
+    }
+  }
+  if (!line.empty()) parser.take_line(line);
+  return parser.finish();
 }
 
 }  // namespace kvremap::trace

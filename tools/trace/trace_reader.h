@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,12 @@ namespace kvremap::trace {
 // header is a TraceError. Version 2 added allocation lifetimes (an "alloc" complete event).
 inline constexpr int kSchemaVersion = 2;
 inline constexpr int kOldestSchemaVersion = 1;
+
+// Limits on one line of a trace, checked before the JSON parser sees it. The writer nests at most
+// 6 levels (the summary's per-category statistics) and its longest line is the summary; a line past
+// either limit is a TraceError rather than a risk to the reader's stack or memory.
+inline constexpr std::size_t kMaxNestingDepth = 64;
+inline constexpr std::size_t kMaxLineBytes = std::size_t{256} << 20;
 
 // The fixed category set, in the order reports print them.
 inline constexpr std::array<std::string_view, 7> kCategories = {"kv",         "graph_pool", "graph_exec", "module",
@@ -202,21 +209,41 @@ struct Trace {
 
 struct ReadOptions {
   // The raw JSON costs several times the file size in memory; tools that only use typed records
-  // can drop it. validate() needs it.
+  // can drop it. validate() needs it (validate_file() does not).
   bool keep_raw_events = true;
+  // The typed records (allocs, frees, ..., other_events, summary); header, event_count and the
+  // complete/truncated flags are filled either way.
+  bool keep_records = true;
+  // Called for every event as it is read, in file order, after the header (if it came earlier) was
+  // read into `header`; `index` and `line` are as in EventRef. The event is gone when it returns.
+  std::function<void(const nlohmann::json& event, std::size_t index, std::size_t line, const Header& header)> on_event =
+      nullptr;
 };
 
 // Parses trace text. Throws TraceError when the text is not a kvremap trace at all (garbage, no
-// header, unsupported schema_version, an unparsable line that is not the last one). Events whose
-// fields are missing or mistyped are still read (missing values become defaults); validate()
-// reports them.
+// header, unsupported schema_version, an unparsable line that is not the last one, a line nested
+// deeper than kMaxNestingDepth or longer than kMaxLineBytes, a number beyond a double's range).
+// Events whose fields are missing or mistyped are still read (missing values become defaults);
+// validate() reports them.
 Trace parse_trace(std::string_view text, std::string source_name, const ReadOptions& options = {});
-// Reads and parses a file; an unreadable file is a TraceError at line 0.
+// Reads and parses a file as a stream, one line in memory at a time: the whole file is never held,
+// so memory is what `options` keeps (typed records, raw events) plus one line. A file that cannot
+// be opened or read, or a directory, is a TraceError at line 0 (or at the line being read).
 Trace read_trace(const std::string& path, const ReadOptions& options = {});
 
 // Schema problems, one line each: "<source>: event <N>: <problem> (line <L>)". Empty = conforms.
 // A missing ']' or an ignored incomplete last line is not a problem: killed processes leave such files.
 std::vector<std::string> validate(const Trace& trace);
+
+// read_trace() and validate() in one streaming pass that keeps neither raw events nor typed
+// records: memory is one line plus a few words per complete ("X") event for the nesting check,
+// whatever the file's size. `trace` has the header, event_count and the complete/truncated flags;
+// `problems` is what validate() would say. Throws TraceError like read_trace().
+struct FileValidation {
+  Trace trace;
+  std::vector<std::string> problems;
+};
+FileValidation validate_file(const std::string& path);
 
 // Per device, per category live and peak bytes recomputed from alloc/free, graph and module events
 // in timestamp order (file order for equal timestamps), to cross-check the summary or stand in for

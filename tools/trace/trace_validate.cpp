@@ -1,10 +1,11 @@
 // Schema conformance checks on the raw events of a trace: required fields, types, fixed value sets, nesting.
 #include <algorithm>
+#include <functional>
 #include <initializer_list>
 #include <map>
-#include <utility>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tools/trace/json_access.h"
@@ -294,64 +295,24 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
   }
 }
 
-// Complete events ("X": capture windows, allocation lifetimes) on one thread's track must nest, or
-// Perfetto cannot place them: a slice that starts inside another must end inside it too.
-void check_slices_nest(const Trace& trace, std::vector<std::string>& problems) {
-  struct Slice {
-    std::int64_t begin_ns, end_ns;
-    std::size_t index;
-  };
-  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Slice>> tracks;
-  for (std::size_t index = 0; index < trace.events.size(); ++index) {
-    const json& event = trace.events[index];
-    const json* ts = member(event, "ts");
-    const json* dur = member(event, "dur");
-    if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
-      continue;
-    const std::int64_t begin = detail::ns_of_us(ts->get<double>());
-    tracks[{detail::int_at(event, "pid"), detail::int_at(event, "tid")}].push_back(
-        {begin, begin + detail::ns_of_us(dur->get<double>()), index});
-  }
-  for (auto& [track, slices] : tracks) {
-    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
-      return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;  // parents first
-    });
-    std::vector<const Slice*> open;
-    for (const Slice& slice : slices) {
-      while (!open.empty() && open.back()->end_ns <= slice.begin_ns) open.pop_back();
-      if (!open.empty() && slice.end_ns > open.back()->end_ns) {
-        const Slice& parent = *open.back();
-        problems.push_back(trace.source + ": event " + std::to_string(slice.index) + ": " +
-                           string_at(trace.events[slice.index], "name") + ": overlaps event " +
-                           std::to_string(parent.index) + " (" + string_at(trace.events[parent.index], "name") +
-                           ") on thread " + std::to_string(track.second) + " without nesting inside it (line " +
-                           std::to_string(trace.event_lines[slice.index]) + ")");
-        continue;
-      }
-      open.push_back(&slice);
-    }
-  }
-}
+// Checks events one at a time, in file order, keeping only what the checks across events need:
+// whether the header was seen, the summary's message while it may still be followed by an event,
+// and the span of each complete event ("X": capture windows, allocation lifetimes) for the nesting
+// check, which runs at the end.
+class EventValidator {
+ public:
+  explicit EventValidator(std::string source) : source_(std::move(source)) {}
 
-}  // namespace
-
-std::vector<std::string> validate(const Trace& trace) {
-  std::vector<std::string> problems;
-  if (trace.events.size() != trace.event_count) {
-    problems.push_back(trace.source + ": cannot validate: the trace was read without its raw events");
-    return problems;
-  }
-  bool header_seen = false;
-  for (std::size_t index = 0; index < trace.events.size(); ++index) {
-    const json& event = trace.events[index];
+  void add(const json& event, std::size_t index, std::size_t line, int header_schema) {
+    if (!summary_not_last_.empty()) problems_.push_back(std::exchange(summary_not_last_, std::string()));
     const std::string name = string_at(event, "name");
     const std::string prefix =
-        trace.source + ": event " + std::to_string(index) + ": " + (name.empty() ? std::string() : name + ": ");
-    const std::string suffix = " (line " + std::to_string(trace.event_lines[index]) + ")";
-    EventChecker checker(problems, prefix, suffix);
+        source_ + ": event " + std::to_string(index) + ": " + (name.empty() ? std::string() : name + ": ");
+    const std::string suffix = " (line " + std::to_string(line) + ")";
+    EventChecker checker(problems_, prefix, suffix);
     if (!event.is_object()) {
       checker.problem("expected a JSON object, found " + quoted_value(event));
-      continue;
+      return;
     }
     checker.check(event, "",
                   {{"ph", Kind::string},
@@ -359,16 +320,99 @@ std::vector<std::string> validate(const Trace& trace) {
                    {"pid", Kind::integer},
                    {"tid", Kind::integer},
                    {"ts", Kind::number}});
-    check_known_event(checker, event, trace.header.schema_version);
+    check_known_event(checker, event, header_schema);
     const bool is_header = string_at(event, "ph") == "M" && name == "kvremap_trace";
-    if (is_header && header_seen) checker.problem("a second kvremap_trace metadata event");
-    header_seen = header_seen || is_header;
-    if (string_at(event, "cat") == "summary" && name == "summary" && index + 1 != trace.events.size()) {
-      checker.problem("the summary is not the last event");
+    if (is_header && header_seen_) checker.problem("a second kvremap_trace metadata event");
+    header_seen_ = header_seen_ || is_header;
+    if (string_at(event, "cat") == "summary" && name == "summary") {
+      summary_not_last_ = prefix + "the summary is not the last event" + suffix;
+    }
+    record_slice(event, name, index, line);
+  }
+
+  std::vector<std::string> finish() {
+    check_slices_nest();
+    return std::move(problems_);
+  }
+
+ private:
+  struct Slice {
+    std::int64_t begin_ns, end_ns;
+    std::size_t index, line, name;  // name: position in names_
+  };
+
+  void record_slice(const json& event, const std::string& name, std::size_t index, std::size_t line) {
+    const json* ts = member(event, "ts");
+    const json* dur = member(event, "dur");
+    if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
+      return;
+    const std::int64_t begin = detail::ns_of_us(ts->get<double>());
+    const auto [known, added] = name_ids_.try_emplace(name, names_.size());
+    if (added) names_.push_back(name);
+    tracks_[{detail::int_at(event, "pid"), detail::int_at(event, "tid")}].push_back(
+        {begin, begin + detail::ns_of_us(dur->get<double>()), index, line, known->second});
+  }
+
+  // Complete events on one thread's track must nest, or Perfetto cannot place them: a slice that
+  // starts inside another must end inside it too.
+  void check_slices_nest() {
+    for (auto& [track, slices] : tracks_) {
+      std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+        return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;  // parents first
+      });
+      std::vector<const Slice*> open;
+      for (const Slice& slice : slices) {
+        while (!open.empty() && open.back()->end_ns <= slice.begin_ns) open.pop_back();
+        if (!open.empty() && slice.end_ns > open.back()->end_ns) {
+          const Slice& parent = *open.back();
+          problems_.push_back(source_ + ": event " + std::to_string(slice.index) + ": " + names_[slice.name] +
+                              ": overlaps event " + std::to_string(parent.index) + " (" + names_[parent.name] +
+                              ") on thread " + std::to_string(track.second) + " without nesting inside it (line " +
+                              std::to_string(slice.line) + ")");
+          continue;
+        }
+        open.push_back(&slice);
+      }
     }
   }
-  check_slices_nest(trace, problems);
-  return problems;
+
+  std::string source_;
+  std::vector<std::string> problems_;
+  bool header_seen_ = false;
+  std::string summary_not_last_;  // the summary's problem, should another event follow it
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Slice>> tracks_;  // by (pid, tid)
+  std::map<std::string, std::size_t, std::less<>> name_ids_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+std::vector<std::string> validate(const Trace& trace) {
+  if (trace.events.size() != trace.event_count) {
+    return {trace.source + ": cannot validate: the trace was read without its raw events"};
+  }
+  EventValidator validator(trace.source);
+  for (std::size_t index = 0; index < trace.events.size(); ++index) {
+    try {
+      validator.add(trace.events[index], index, trace.event_lines[index], trace.header.schema_version);
+    } catch (const json::exception& error) {
+      throw TraceError(trace.source, trace.event_lines[index], "cannot check the event: " + detail::error_text(error));
+    }
+  }
+  return validator.finish();
+}
+
+FileValidation validate_file(const std::string& path) {
+  EventValidator validator(path);
+  ReadOptions options;
+  options.keep_raw_events = false;
+  options.keep_records = false;
+  options.on_event = [&validator](const json& event, std::size_t index, std::size_t line, const Header& header) {
+    validator.add(event, index, line, header.schema_version);
+  };
+  FileValidation result{read_trace(path, options), {}};
+  result.problems = validator.finish();
+  return result;
 }
 
 }  // namespace kvremap::trace
