@@ -56,8 +56,11 @@ int run_validate(const std::vector<std::string>& paths) {
         status = kExitTraceProblem;
         continue;
       }
-      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count,
-                  result.trace.complete ? "" : ", no closing ']' (process did not exit cleanly)",
+      const std::string ending = result.trace.complete            ? ""
+                                 : !result.trace.stopped.empty() ? ", stopped early: the trace file could not grow (" +
+                                                                       result.trace.stopped + ")"
+                                                                 : ", no closing ']' (process did not exit cleanly)";
+      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count, ending.c_str(),
                   result.trace.truncated ? ", incomplete last line ignored" : "");
     } catch (const std::exception& error) {
       std::fflush(stdout);  // problems already printed for earlier files come first

@@ -83,7 +83,10 @@ void append_identity(std::string& out, const Trace& trace) {
     latest(trace.checkpoints);
     latest(trace.graph_execs);
     latest(trace.modules);
-    ending = fmt::format("without a summary (killed or crashed?); last memory event at {}", format_seconds(last_ts));
+    ending = trace.stopped.empty()
+                 ? fmt::format("without a summary (killed or crashed?); last memory event at {}", format_seconds(last_ts))
+                 : fmt::format("early: the trace file could not grow ({}); last memory event at {}", trace.stopped,
+                               format_seconds(last_ts));
   }
   if (trace.truncated) ending += "; an incomplete last line was ignored";
   if (!trace.complete && trace.summary) ending += "; the closing ']' is missing";

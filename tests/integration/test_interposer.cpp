@@ -517,6 +517,7 @@ TEST(Interposer, AFullTraceFilesystemCostsTheTraceNeverTheProgram) {
   ASSERT_FALSE(trace.other_events.empty());
   EXPECT_EQ(trace.other_events.back().name, "trace stopped");
   EXPECT_EQ(trace.other_events.back().args.at("error"), "File too large");
+  EXPECT_EQ(trace.stopped, "File too large") << "readers say why it ends";
 }
 
 // A driver failure at every call the deferral and commit paths make (each position of each

@@ -475,6 +475,14 @@ class TraceParser {
     } else if (options_.keep_records) {
       sorter_.add(event, index, line_number);  // a repeated header is kept as an OtherEvent
     }
+    // The writer's last word when the file could not grow (docs/trace-format.md).
+    if (event.is_object() && event.value("name", "") == "trace stopped" && event.value("cat", "") == "kvremap") {
+      const auto args = event.find("args");
+      trace_.stopped = args != event.end() && args->is_object() && args->contains("error") &&
+                               (*args)["error"].is_string()
+                           ? (*args)["error"].get<std::string>()
+                           : std::string("unknown error");
+    }
     if (options_.on_event) options_.on_event(event, index, line_number, trace_.header);
     ++trace_.event_count;
     if (options_.keep_raw_events) {

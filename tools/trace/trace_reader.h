@@ -200,6 +200,7 @@ struct Trace {
   std::optional<Summary> summary;
   bool truncated = false;  // an incomplete last line was ignored
   bool complete = false;   // the closing ']' was seen
+  std::string stopped;     // the writer's error when the file could not grow ("trace stopped"), or empty
   std::size_t event_count = 0;
   // Every parsed event object in file order (empty when ReadOptions::keep_raw_events is false);
   // event_lines[i] is the 1-based line of events[i].
