@@ -145,7 +145,8 @@ std::string format_size_exactly(std::uint64_t bytes) {
 
 std::string format_double(double value) {
   std::array<char, 32> buffer{};
-  auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  // Fixed notation: parse_fraction reads no exponents ("1e-07" would not parse back).
+  auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value, std::chars_format::fixed);
   return ec == std::errc() ? std::string(buffer.data(), end) : std::string("?");
 }
 

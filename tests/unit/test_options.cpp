@@ -146,6 +146,8 @@ TEST(Options, EveryTypeParsesAndFormatsBack) {
   const OptionSpec size{"S", OptionType::size, "1", {}, "", nullptr, nullptr};
   const OptionSpec enumeration{"E", OptionType::enumeration, "a", choices, "", nullptr, nullptr};
   EXPECT_EQ(format_option_value(fraction, *parse_option_value(fraction, "2%")), "0.02");
+  // Small fractions are written without an exponent, so they parse back (found by fuzzing).
+  EXPECT_EQ(format_option_value(fraction, *parse_option_value(fraction, "0.0000001")), "0.0000001");
   EXPECT_FALSE(parse_option_value(fraction, "150%"));
   EXPECT_EQ(accepted_values(fraction), "a fraction such as 0.02 or 2%");
   EXPECT_EQ(format_option_value(count, *parse_option_value(count, "42")), "42");

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "tools/trace/json_access.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
@@ -617,3 +619,21 @@ TEST(TraceReaderStreaming, ValidateFileSaysWhatValidateSaysOfTheWholeTrace) {
 }
 
 }  // namespace
+
+// Numbers a JSON parser accepts but an integer field cannot hold saturate instead of being cast
+// (undefined behaviour; found by the trace fuzz target).
+TEST(TraceReaderRobustness, OutOfRangeNumbersInIntegerFieldsSaturate) {
+  const nlohmann::json event = nlohmann::json::parse(
+      R"({"a":1e71,"b":-1e71,"c":1.8446744073709552e19,"d":18446744073709551615,"e":3.5,"f":-2})");
+  using kvremap::trace::detail::int_at;
+  using kvremap::trace::detail::uint_at;
+  EXPECT_EQ(int_at(event, "a"), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(int_at(event, "b"), std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(int_at(event, "d"), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(int_at(event, "f"), -2);
+  EXPECT_EQ(uint_at(event, "a"), ~std::uint64_t{0});
+  EXPECT_EQ(uint_at(event, "c"), ~std::uint64_t{0});
+  EXPECT_EQ(uint_at(event, "d"), ~std::uint64_t{0});
+  EXPECT_EQ(uint_at(event, "e"), 3u);
+  EXPECT_EQ(uint_at(event, "f"), 0u);
+}

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -36,14 +37,25 @@ inline std::uint64_t uint_at(const nlohmann::json& object, std::string_view key)
   const nlohmann::json* value = member(object, key);
   if (value == nullptr) return 0;
   if (is_non_negative_integer(*value)) return value->get<std::uint64_t>();
-  if (value->is_number_float() && value->get<double>() >= 0) return static_cast<std::uint64_t>(value->get<double>());
+  // Floats outside the integer's range saturate: a cast would be undefined behaviour.
+  if (value->is_number_float() && value->get<double>() >= 0)
+    return value->get<double>() >= 18446744073709551616.0 ? ~std::uint64_t{0}
+                                                          : static_cast<std::uint64_t>(value->get<double>());
   return 0;
 }
 
 inline std::int64_t int_at(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json* value = member(object, key);
   if (value == nullptr || !value->is_number()) return 0;
-  return value->is_number_float() ? static_cast<std::int64_t>(value->get<double>()) : value->get<std::int64_t>();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (value->is_number_float()) {
+    const double d = value->get<double>();
+    if (d >= 9223372036854775808.0) return kMax;
+    if (d < -9223372036854775808.0) return std::numeric_limits<std::int64_t>::min();
+    return static_cast<std::int64_t>(d);
+  }
+  if (value->is_number_unsigned() && value->get<std::uint64_t>() > static_cast<std::uint64_t>(kMax)) return kMax;
+  return value->get<std::int64_t>();
 }
 
 inline double number_at(const nlohmann::json& object, std::string_view key) {
