@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with Clang into build-fuzz/ and fuzzes each for a bounded time on a copy of its corpus.
-# Env: FUZZ_SECONDS (per target, default 20), FUZZ_TARGETS (default: all), BUILD_DIR (default build-fuzz), JOBS (default 2).
+# Env: FUZZ_SECONDS (per target, default 20), FUZZ_TARGETS (default: all), FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2).
 # Exits non-zero when any target crashes, leaks, times out or runs out of memory, printing the reproducer's path.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$root/build-fuzz}
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
 targets=${FUZZ_TARGETS:-"options units engine trace scenario"}
 
