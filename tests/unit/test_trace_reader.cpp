@@ -637,3 +637,16 @@ TEST(TraceReaderRobustness, OutOfRangeNumbersInIntegerFieldsSaturate) {
   EXPECT_EQ(uint_at(event, "e"), 3u);
   EXPECT_EQ(uint_at(event, "f"), 0u);
 }
+
+// An event name with a control character (escaped in the JSON text) is reported on one line.
+TEST(TraceReaderRobustness, ProblemsStayOneLineWhateverTheNamesHold) {
+  const std::string text = std::string(R"([
+{"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":1,"tid":1,"ts":0,"args":{"schema_version":2}}
+,{"ph":"i","cat":"memory","name":"alloc\tx\ny","pid":1,"tid":1,"ts":1,"s":"t","args":{}}
+)");
+  const auto trace = kvremap::trace::parse_trace(text, "names.json");
+  const auto problems = kvremap::trace::validate(trace);
+  ASSERT_FALSE(problems.empty());
+  for (const std::string& p : problems)
+    for (const char c : p) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << p;
+}

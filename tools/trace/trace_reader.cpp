@@ -58,7 +58,7 @@ std::string excerpt(std::string_view text) {
   constexpr std::size_t kMaxQuoted = 40;
   std::string quoted(text.substr(0, kMaxQuoted));
   for (char& c : quoted) {
-    if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
   return "'" + quoted + (text.size() > kMaxQuoted ? "...'" : "'");
 }

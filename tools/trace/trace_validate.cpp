@@ -62,7 +62,14 @@ class EventChecker {
   EventChecker(std::vector<std::string>& problems, const std::string& prefix, std::string_view suffix)
       : problems_(problems), prefix_(prefix), suffix_(suffix) {}
 
-  void problem(const std::string& what) { problems_.push_back(prefix_ + what + std::string(suffix_)); }
+  // Names and values come from the file: control characters in them become '?' so that every
+  // problem stays one line.
+  void problem(const std::string& what) {
+    std::string line = prefix_ + what + std::string(suffix_);
+    for (char& c : line)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    problems_.push_back(std::move(line));
+  }
 
   // Checks `fields` of `object`, naming them as "<path>.<field>" in messages.
   void check(const json& object, std::string_view path, std::initializer_list<Field> fields) {
