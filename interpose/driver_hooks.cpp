@@ -124,8 +124,9 @@ using namespace kvremap::interpose;
 #define KVREMAP_ENTER(exp, ...)                               \
   auto real = KVREMAP_REAL(exp);                              \
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;               \
-  if (inside_hook() || !tracking()) return real(__VA_ARGS__); \
-  HookScope scope
+  if (inside_hook()) return real(__VA_ARGS__);                \
+  HookScope scope;                                            \
+  if (!tracking()) return real(__VA_ARGS__)
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "interpose/guard.h"
+#include "interpose/hook_threads.h"
 #include "interpose/kv_manager.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
@@ -67,6 +68,9 @@ void finish(const char* reason) {
   if (g_finished.load()) return;
   kv_at_exit();
   if (g_finished.exchange(true)) return;
+  // Hooks that were already running finish their accounting and their records first, so that the
+  // summary and the events agree (other threads go on running while one of them calls exit()).
+  wait_for_hooks_to_leave(200);
   if (!S().trace_opened.load() || g_disabled.load()) {
     trace().flush_all();
     return;

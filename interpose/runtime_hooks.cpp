@@ -59,8 +59,9 @@ KVREMAP_RUNTIME_HOOKS(KVREMAP_RUNTIME_SLOT)
 #define KVREMAP_RT_ENTER(name, ...)                                             \
   auto real = KVREMAP_RT_REAL(name);                                            \
   if (!real) return cudaErrorInsufficientDriver;                                \
-  if (KVREMAP_UNLIKELY(inside_hook() || !tracking())) return real(__VA_ARGS__); \
-  HookScope scope
+  if (KVREMAP_UNLIKELY(inside_hook())) return real(__VA_ARGS__);                \
+  HookScope scope;                                                              \
+  if (KVREMAP_UNLIKELY(!tracking())) return real(__VA_ARGS__)
 
 using namespace kvremap::interpose;
 

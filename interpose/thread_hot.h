@@ -1,6 +1,7 @@
 // The calling thread's allocation-path state, gathered in one thread-local object.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace kvremap::interpose {
@@ -18,8 +19,10 @@ struct OwnCaptures;
 // four GOT lines and two TLS lines, each a cache miss after the driver's system calls (see
 // docs/benchmarks.md, session 7); one object costs one of each.
 struct alignas(64) ThreadHot {
-  int hook_depth = 0;                                   // guard.h: above 0 while a hook runs on this thread
-  int last_device = 0;                                  // tracker.cpp: the device of this thread's last tracked call
+  // guard.h: above 0 while a hook runs on this thread. Written only by this thread (relaxed loads
+  // and stores, plain moves); read by the exit drain on another (exit_handlers.cpp).
+  std::atomic<int> hook_depth{0};
+  int last_device = 0;  // tracker.cpp: the device of this thread's last tracked call
   tracker_detail::OwnCaptures* own_captures = nullptr;  // tracking_state.h
   // trace_writer.h: the thread's record ring as its only producer sees it. `ring_head` is the
   // ring's head; records may be added up to `ring_room_end` without reading the consumers' tail,
@@ -28,6 +31,7 @@ struct alignas(64) ThreadHot {
   std::uint64_t ring_head = 0;
   std::uint64_t ring_room_end = 0;
   trace_detail::HotRing* ring = nullptr;  // null until the thread's buffer exists
+  bool hook_registered = false;           // guard.h: this thread's hook_depth is in the exit drain's list
 };
 static_assert(sizeof(ThreadHot) == 64);
 

@@ -16,6 +16,7 @@
 #include "interpose/caller.h"
 #include "interpose/driver_api.h"
 #include "interpose/guard.h"
+#include "interpose/hook_threads.h"
 #include "interpose/hot_path.h"
 #include "interpose/json.h"
 #include "interpose/library.h"
@@ -600,11 +601,18 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) 
   });
 }
 
-void prepare_fork() { trace().prepare_fork(); }
-void parent_after_fork() { trace().parent_after_fork(); }
+void prepare_fork() {
+  hook_threads_prepare_fork();
+  trace().prepare_fork();
+}
+void parent_after_fork() {
+  trace().parent_after_fork();
+  hook_threads_parent_after_fork();
+}
 
 void child_after_fork() {
   trace().child_after_fork();
+  hook_threads_child_after_fork();
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
   // The parent's state object is leaked on purpose: its mutex may have been held by another thread.
   g_state.store(new State, std::memory_order_release);

@@ -403,6 +403,32 @@ int churn() {
   return failures;
 }
 
+// Worker threads keep allocating (holding a third of it) while one of them calls exit(): the
+// summary written at exit and the events before it must tell the same story.
+int exit_from_worker() {
+  constexpr int kThreads = 6;
+  std::atomic<int> warmed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      cudaSetDevice(0);
+      std::vector<void*> held;
+      for (int i = 0;; ++i) {
+        void* p = nullptr;
+        if (cudaMalloc(&p, static_cast<std::size_t>(1 + t) << 20) != cudaSuccess) continue;
+        if (i % 3 == 0) {
+          held.push_back(p);
+        } else {
+          cudaFree(p);
+        }
+        if (i == 200) ++warmed;
+        if (t == 0 && warmed.load() == kThreads) std::exit(0);
+      }
+    });
+  for (auto& t : threads) t.join();
+  return 1;
+}
+
 // Allocation lifetimes of every shape on one thread: interleaved (a, b, free a, free b), back to
 // back (c, free c), and across capture windows (allocated before a capture and freed inside it,
 // allocated inside and freed after it). Only back-to-back pairs may become one lifetime event.
@@ -571,6 +597,7 @@ int main(int argc, char** argv) {
   if (mode == "two-devices") return two_devices();
   if (mode == "kv-copy") return kv_copy();
   if (mode == "malloc-zero") return malloc_zero();
+  if (mode == "exit-from-worker") return exit_from_worker();
   if (mode == "churn") return churn();
   if (mode == "lifetimes") return lifetimes();
   if (mode == "successive-threads") return successive_threads();
@@ -578,7 +605,8 @@ int main(int argc, char** argv) {
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
-               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|malloc-zero|two-devices|churn|"
+               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|malloc-zero|exit-from-worker|"
+               "two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }
