@@ -15,9 +15,9 @@ struct OwnCaptures;
 }
 
 // A hook reaches a thread-local through a GOT entry holding its offset, then its line in the
-// thread's TLS block. Spread over four thread-locals, this state cost a cudaMalloc+cudaFree pair
-// four GOT lines and two TLS lines, each a cache miss after the driver's system calls (see
-// docs/benchmarks.md, session 7); one object costs one of each.
+// thread's TLS block: spread over four thread-locals, this state would cost a cudaMalloc+cudaFree
+// pair four GOT lines and two TLS lines, each a cache miss after the driver's system calls; one
+// object costs one of each.
 struct alignas(64) ThreadHot {
   // guard.h: above 0 while a hook runs on this thread. Written only by this thread (relaxed loads
   // and stores, plain moves); read by the exit drain on another (exit_handlers.cpp).

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -103,6 +104,20 @@ std::string link_as(const std::string& target, const std::string& name) {
   const std::string link = make_temp_dir() + "/" + name;
   if (symlink(target.c_str(), link.c_str()) != 0) throw std::runtime_error("symlink failed: " + link);
   return link;
+}
+
+std::vector<std::string> scenario_simcuda_env(const std::string& vllm_like, const std::string& scenario, int ranks) {
+  std::vector<std::string> argv = {vllm_like, "--scenario", scenario, "--print-simcuda-env"};
+  if (ranks > 1) {
+    argv.push_back("--ranks");
+    argv.push_back(std::to_string(ranks));
+  }
+  const RunResult r = run_program(argv, {});
+  std::vector<std::string> env;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("SIMCUDA_", 0) == 0) env.push_back(line);
+  return env;
 }
 
 std::vector<std::string> trace_files(const std::string& dir) {

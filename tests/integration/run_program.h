@@ -26,6 +26,9 @@ std::string make_temp_dir();
 // A symbolic link named `name` to `target` in a fresh temp directory, returned: runs a program under
 // another name, e.g. the example engine as `vllm`, which kvremap recognises from the command line.
 std::string link_as(const std::string& target, const std::string& name);
+// The SIMCUDA_* settings of the simulated device a vllm_like scenario describes, as the engine
+// prints them (`--print-simcuda-env`; `ranks` > 1 adds the device count of a multi-rank job).
+std::vector<std::string> scenario_simcuda_env(const std::string& vllm_like, const std::string& scenario, int ranks = 1);
 // Every file in `dir` whose name matches kvremap-*.json.
 std::vector<std::string> trace_files(const std::string& dir);
 

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,17 +34,7 @@ constexpr int kOracleFired = 86;
 constexpr double kGiB = 1ull << 30;
 
 std::vector<std::string> scenario_env(const char* scenario, int ranks = 1) {
-  std::vector<std::string> argv = {VLLM_LIKE, "--scenario", scenario, "--print-simcuda-env"};
-  if (ranks > 1) {
-    argv.push_back("--ranks");
-    argv.push_back(std::to_string(ranks));
-  }
-  const RunResult r = run_program(argv, {});
-  std::vector<std::string> env;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("SIMCUDA_", 0) == 0) env.push_back(line);
-  return env;
+  return kvremap::testing::scenario_simcuda_env(VLLM_LIKE, scenario, ranks);
 }
 
 struct StartUp {

@@ -23,12 +23,7 @@ constexpr std::uint64_t kMiB = 1ULL << 20;
 
 // The simulated device the scenario describes, as the engine itself prints it.
 std::vector<std::string> scenario_env(const char* scenario = SEED_SCENARIO) {
-  const RunResult r = run_program({VLLM_LIKE, "--scenario", scenario, "--print-simcuda-env"}, {});
-  std::vector<std::string> env;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("SIMCUDA_", 0) == 0) env.push_back(line);
-  return env;
+  return kvremap::testing::scenario_simcuda_env(VLLM_LIKE, scenario);
 }
 
 // The example engine under the name kvremap recognises vLLM by, as `vllm serve` runs.
