@@ -9,15 +9,15 @@
 namespace kvremap::policy {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // A program or module name: `vllm`, `/usr/bin/vllm`, `vllm.entrypoints.openai.api_server`.
 bool names(std::string_view arg, std::string_view engine) {
-  return arg == engine || ends_with(arg, std::string("/") + std::string(engine)) ||
-         starts_with(arg, std::string(engine) + ".");
+  return arg == engine || arg.ends_with("/" + std::string(engine)) || arg.starts_with(std::string(engine) + ".");
+}
+
+// The value of an argument written `--flag=value`, or nullopt for any other argument.
+std::optional<std::string_view> inline_value(std::string_view arg, std::string_view flag) {
+  if (!arg.starts_with(flag) || arg.size() <= flag.size() || arg[flag.size()] != '=') return std::nullopt;
+  return arg.substr(flag.size() + 1);
 }
 
 EngineKind detect_kind(std::span<const std::string> argv) {
@@ -38,8 +38,8 @@ std::optional<std::string_view> flag_value(std::span<const std::string> argv, st
     const std::string_view a = argv[i];
     if (a == flag && i + 1 < argv.size())
       value = argv[i + 1];
-    else if (starts_with(a, flag) && a.size() > flag.size() && a[flag.size()] == '=')
-      value = a.substr(flag.size() + 1);
+    else if (auto v = inline_value(a, flag))
+      value = v;
   }
   return value;
 }
@@ -53,9 +53,8 @@ bool flag_on(std::span<const std::string> argv, std::string_view flag) {
       on = true;
       if (i + 1 < argv.size())
         if (auto b = parse_bool(argv[i + 1])) on = *b;
-    } else if (starts_with(a, flag) && a.size() > flag.size() && a[flag.size()] == '=') {
-      auto b = parse_bool(a.substr(flag.size() + 1));
-      on = b.value_or(true);
+    } else if (auto v = inline_value(a, flag)) {
+      on = parse_bool(*v).value_or(true);
     } else if (a == "--no-" + std::string(flag.substr(2))) {
       on = false;
     }
@@ -79,7 +78,7 @@ bool vllm_cudagraph_mode_none(std::span<const std::string> argv) {
     std::string rest = a.substr(at + 14);
     if (rest.find_first_not_of("\"': =") == std::string::npos && i + 1 < argv.size()) rest += upper(argv[i + 1]);
     const std::size_t v = rest.find_first_not_of("\"': =");
-    if (v != std::string::npos && starts_with(std::string_view(rest).substr(v), "NONE")) return true;
+    if (v != std::string::npos && std::string_view(rest).substr(v).starts_with("NONE")) return true;
   }
   return false;
 }
