@@ -32,6 +32,8 @@ std::string parent_of(const std::string& pid) {
 
 }  // namespace
 
+std::vector<std::string> own_command_line() { return cmdline_of(std::to_string(::getpid())); }
+
 std::vector<std::string> engine_command_line() {
   std::string pid = std::to_string(::getpid());
   std::vector<std::string> argv = cmdline_of(pid);

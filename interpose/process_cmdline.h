@@ -6,7 +6,10 @@
 
 namespace kvremap::interpose {
 
-// /proc/self/cmdline split into arguments; for a Python multiprocessing child (spawn, forkserver),
+// /proc/self/cmdline split into arguments; empty when it cannot be read.
+std::vector<std::string> own_command_line();
+
+// The same; for a Python multiprocessing child (spawn, forkserver),
 // whose own line names only the multiprocessing bootstrap, the line of the nearest ancestor that is
 // not one. Empty when nothing can be read.
 std::vector<std::string> engine_command_line();

@@ -5,13 +5,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "interpose/driver_api.h"
 #include "interpose/driver_hooks.h"
 #include "interpose/json.h"
 #include "interpose/library.h"
+#include "interpose/process_cmdline.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracking_state.h"
 #include "interpose/version_number.h"
@@ -44,24 +43,21 @@ namespace {
 // trivially destructible and stays readable after them; the owner frees the text when a thread
 // ends, and a thread whose owner has already gone (exit) gets a fresh one, left to the exit.
 constinit thread_local std::string* t_event_text = nullptr;
+constinit thread_local bool t_event_owner_gone = false;
 struct EventTextOwner {
   ~EventTextOwner() {
     delete t_event_text;
     t_event_text = nullptr;
+    t_event_owner_gone = true;
   }
-};
-constinit thread_local bool t_event_owner_gone = false;
-struct EventTextOwnerWatch {
-  EventTextOwner owner;
-  ~EventTextOwnerWatch() { t_event_owner_gone = true; }
 };
 
 std::string& event_text() {
   if (!t_event_text) {
     t_event_text = new std::string;
     if (!t_event_owner_gone) {
-      thread_local EventTextOwnerWatch watch;  // constructed once per thread, at its first event
-      (void)watch;
+      thread_local EventTextOwner owner;  // constructed once per thread, at its first event
+      (void)owner;
     }
   }
   return *t_event_text;
@@ -200,13 +196,14 @@ void emit_hot_line(const HotRecord& r, const char* caller, const std::uint64_t* 
 }
 
 namespace {
+// The command line as one string, arguments separated by spaces.
 std::string read_cmdline() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& c : raw)
-    if (c == '\0') c = ' ';
-  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-  return raw;
+  std::string joined;
+  for (const std::string& arg : own_command_line()) {
+    if (!joined.empty()) joined += ' ';
+    joined += arg;
+  }
+  return joined;
 }
 
 }  // namespace
