@@ -466,21 +466,21 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   if (r != CUDA_SUCCESS) {
     // Whatever the arena could not do, the device may still hold the allocation: an ordinary one
     // then, never an out-of-memory error the engine would not have had.
-    std::size_t free_bytes = 0, total = 0;
-    const bool device_has_it = real_memory_info(&free_bytes, &total) && free_bytes >= bytes;
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && !device_has_it && d.arena->has_address_space(bytes)) {
-      *result = r;  // what the plain allocation would have said too
-      return true;
+    const bool address_space = d.arena->has_address_space(bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && address_space) {
+      std::size_t free_bytes = 0, total = 0;
+      if (!real_memory_info(&free_bytes, &total) || free_bytes < bytes) {
+        *result = r;  // what the plain allocation would have said too
+        return true;
+      }
     }
-    ++d.placements_refused;
-    if (d.placements_refused == 1) {
+    if (++d.placements_refused == 1)
       log().warn("device {}: the KV arena cannot place a {} allocation ({}): it stays an ordinary allocation{}", device,
                  policy::format_bytes(bytes),
-                 d.arena->has_address_space(bytes)
+                 address_space
                      ? fmt::format("driver error {}, {}", static_cast<int>(r), driver_error_name(r))
                      : fmt::format("its {} of address space is full", policy::format_bytes(d.arena->reserved_bytes())),
-                 d.arena->has_address_space(bytes) ? "" : " (raise KVREMAP_ARENA_BYTES)");
-    }
+                 address_space ? "" : " (raise KVREMAP_ARENA_BYTES)");
     return false;
   }
   d.regions.push_back(Placement{base, bytes, tag == KvTag::kv, tag == KvTag::kv});
