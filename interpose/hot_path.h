@@ -3,8 +3,7 @@
 
 // Between two hooks a real driver makes system calls (mmap, munmap, ioctl) whose kernel work evicts
 // the hooks' code and data from the first-level caches and their branches from the predictors. The
-// pair's cost is therefore mostly misses and branch redirects, not instructions (docs/benchmarks.md,
-// sessions 6 and 7).
+// pair's cost is therefore mostly misses and branch redirects, not instructions (docs/benchmarks.md).
 //
 // KVREMAP_HOT_PATH: GCC places functions marked hot in .text.hot, which the linker gathers at the
 // start of .text, so the path lies in a few KiB of consecutive code. Its small helpers are
