@@ -3,17 +3,27 @@
 #include <link.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "interpose/elf_symbol.h"
 
 namespace {
 
-struct Query {
-  const char* object;  // substring of the object's path, e.g. "libc.so.6"
-  const char* symbol;
-  void* found = nullptr;
-};
+// Own string comparisons: this file runs inside sanitizer runtimes' start-up (see
+// find_symbol_in_object), where their str* interceptors may not yet reach libc's functions.
+bool equal(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
+bool contains(const char* haystack, const char* needle) {
+  for (; *haystack; ++haystack) {
+    const char* h = haystack;
+    const char* n = needle;
+    while (*n && *h == *n) ++h, ++n;
+    if (!*n) return true;
+  }
+  return !*needle;
+}
 
 // The number of .dynsym entries, from DT_HASH when present, else from the GNU hash chains.
 std::uint32_t symbol_count(const ElfW(Word) * sysv_hash, const std::uint32_t* gnu_hash) {
@@ -33,14 +43,10 @@ std::uint32_t symbol_count(const ElfW(Word) * sysv_hash, const std::uint32_t* gn
   return last + 1;
 }
 
-int visit(dl_phdr_info* info, size_t, void* data) {
-  auto* q = static_cast<Query*>(data);
-  if (!info->dlpi_name || !std::strstr(info->dlpi_name, q->object)) return 0;
-  const ElfW(Dyn)* dyn = nullptr;
-  for (int i = 0; i < info->dlpi_phnum; ++i)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-  if (!dyn) return 0;
+// The default-version function `symbol` defined by the object `map`, or nullptr.
+void* lookup(const link_map* map, const char* symbol) {
+  const ElfW(Dyn)* dyn = map->l_ld;
+  if (!dyn) return nullptr;
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const ElfW(Word)* sysv_hash = nullptr;
@@ -68,28 +74,32 @@ int visit(dl_phdr_info* info, size_t, void* data) {
         break;
     }
   }
-  if (!symtab || !strtab) return 0;
+  if (!symtab || !strtab) return nullptr;
   const std::uint32_t n = symbol_count(sysv_hash, gnu_hash);
   for (std::uint32_t i = 0; i < n; ++i) {
     const ElfW(Sym)& s = symtab[i];
     if (s.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s.st_info) != STT_FUNC) continue;
     // Only the default version (not a hidden compat one such as dlsym@GLIBC_2.2.5).
     if (versym && (versym[i] & 0x8000)) continue;
-    if (std::strcmp(strtab + s.st_name, q->symbol) != 0) continue;
-    q->found = reinterpret_cast<void*>(info->dlpi_addr + s.st_value);
-    return 1;
+    if (!equal(strtab + s.st_name, symbol)) continue;
+    return reinterpret_cast<void*>(map->l_addr + s.st_value);
   }
-  return 0;
+  return nullptr;
 }
 
 }  // namespace
 
 namespace kvremap::interpose {
 
+// Walks the loader's list of objects through _r_debug rather than dl_iterate_phdr: sanitizer
+// runtimes intercept dl_iterate_phdr and call dlsym (this library's hook, which lands here) while
+// they set their interceptors up, before the interceptor can forward anywhere. The objects searched
+// for (libc) are loaded before any code runs, so they sit at the head of the list, ahead of entries
+// a concurrent dlopen may be appending.
 void* find_symbol_in_object(const char* object, const char* symbol) {
-  Query q{object, symbol};
-  dl_iterate_phdr(visit, &q);
-  return q.found;
+  for (const link_map* map = _r_debug.r_map; map; map = map->l_next)
+    if (map->l_name && contains(map->l_name, object)) return lookup(map, symbol);
+  return nullptr;
 }
 
 }  // namespace kvremap::interpose

@@ -7,14 +7,30 @@
 
 namespace kvremap::interpose {
 
-DlsymFn libc_dlsym() {
-  static const DlsymFn fn = reinterpret_cast<DlsymFn>(find_symbol_in_object("libc.so.6", "dlsym"));
+namespace {
+
+// Cached without a function-local static: its guard (__cxa_guard_acquire) is intercepted by
+// ThreadSanitizer, and the first lookup happens inside the sanitizer's own start-up. Two threads
+// racing here both store the same address.
+void* libc_function(std::atomic<void*>& slot, const char* name) {
+  void* fn = slot.load(std::memory_order_acquire);
+  if (!fn) {
+    fn = find_symbol_in_object("libc.so.6", name);
+    slot.store(fn, std::memory_order_release);
+  }
   return fn;
 }
 
+}  // namespace
+
+DlsymFn libc_dlsym() {
+  static constinit std::atomic<void*> slot{nullptr};
+  return reinterpret_cast<DlsymFn>(libc_function(slot, "dlsym"));
+}
+
 DlvsymFn libc_dlvsym() {
-  static const DlvsymFn fn = reinterpret_cast<DlvsymFn>(find_symbol_in_object("libc.so.6", "dlvsym"));
-  return fn;
+  static constinit std::atomic<void*> slot{nullptr};
+  return reinterpret_cast<DlvsymFn>(libc_function(slot, "dlvsym"));
 }
 
 void* cuda_driver_handle() {
