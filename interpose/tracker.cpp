@@ -2,6 +2,7 @@
 #include "interpose/tracker.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <array>
@@ -244,6 +245,26 @@ Held held_of(AllocKind kind) {
       break;
   }
   return st.allocations;
+}
+
+void release_own_captures(void* captures) {
+  auto* c = static_cast<OwnCaptures*>(captures);
+  if (c && c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+}
+
+// The calling thread's OwnCaptures, created at its first capture; the thread's reference is
+// dropped when it ends (a pthread key's destructor: t_hot itself has none).
+OwnCaptures* this_threads_captures() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    pthread_key_create(&k, release_own_captures);
+    return k;
+  }();
+  if (!t_hot.own_captures) {
+    t_hot.own_captures = new OwnCaptures;
+    pthread_setspecific(key, t_hot.own_captures);
+  }
+  return t_hot.own_captures;
 }
 
 }  // namespace
@@ -500,12 +521,13 @@ void on_capture_begin(std::uint64_t stream, int mode) {
     std::uint64_t id = 0;
     // The window is a slice on this thread's track, which allocation lifetimes share.
     const std::uint64_t begin_ns = trace().fence_thread(trace_now_ns());
-    if (!t_hot.own_captures) t_hot.own_captures = new OwnCaptures;
-    t_hot.own_captures->open.fetch_add(1);
+    OwnCaptures* own = this_threads_captures();
+    own->open.fetch_add(1);
+    own->refs.fetch_add(1, std::memory_order_relaxed);  // the ActiveCapture's, dropped when it ends
     {
       std::lock_guard<std::mutex> g(S().lock);
       id = S().next_capture_id++;
-      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, t_hot.own_captures});
+      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, own});
     }
     if (mode == 0) S().global_captures.fetch_add(1);
     S().capture_count.fetch_add(1, std::memory_order_relaxed);
@@ -534,7 +556,10 @@ void on_capture_end(std::uint64_t stream, bool ok) {
         for (const ActiveCapture& c : S().captures) interleaved |= c.tid == ended->tid && c.begin_ns > ended->begin_ns;
     }
     if (!ended) return;
-    if (ended->owner && ended->owner->open.load() > 0) ended->owner->open.fetch_sub(1);
+    if (ended->owner) {
+      if (ended->owner->open.load() > 0) ended->owner->open.fetch_sub(1);
+      release_own_captures(ended->owner);
+    }
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
     const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
@@ -614,11 +639,14 @@ void child_after_fork() {
   trace().child_after_fork();
   hook_threads_child_after_fork();
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
-  // The parent's state object is leaked on purpose: its mutex may have been held by another thread.
-  g_state.store(new State, std::memory_order_release);
+  auto* fresh = new State;
+  fresh->forked_from = g_state.load();
+  g_state.store(fresh, std::memory_order_release);
   g_disabled.store(false);
   g_finished.store(false);
-  t_hot.own_captures = nullptr;  // the parent's counts are not the child's
+  // The parent's open captures are not the child's; their ActiveCaptures stay in the parent's
+  // state, each still holding its reference.
+  if (t_hot.own_captures) t_hot.own_captures->open.store(0);
   refresh_process_id();
   tick_clock_child_after_fork();
 }

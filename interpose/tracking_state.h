@@ -78,9 +78,11 @@ struct DeviceStats {
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture
 // may be ended by another thread, which must close it for the thread that began it. Allocated at a
-// thread's first capture and never freed (a capture may outlive the thread that began it).
+// thread's first capture; freed when the thread has ended and no capture it began is still open
+// (a capture may outlive the thread that began it).
 struct OwnCaptures {
   std::atomic<int> open{0};
+  std::atomic<int> refs{1};  // the beginning thread's, and one per ActiveCapture naming it
 };
 
 struct ActiveCapture {
@@ -95,6 +97,9 @@ struct ActiveCapture {
 
 // Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
 struct State {
+  // In a forked child, the parent's state, kept reachable but never used or destroyed: its mutex
+  // may have been held by another thread at the fork.
+  State* forked_from = nullptr;
   std::atomic<bool> trace_opened{false};
   std::atomic<int> global_captures{0};  // beside trace_opened: both are read by every allocation
   std::once_flag open_once;

@@ -18,9 +18,7 @@ extern char** environ;
 
 namespace kvremap::testing {
 
-RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                      const std::vector<std::string>& unset, int timeout_s, int timeout_signal,
-                      const std::string& cwd) {
+std::vector<std::string> child_environment(const std::vector<std::string>& env, const std::vector<std::string>& unset) {
   std::vector<std::string> environment;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
@@ -31,6 +29,13 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
     if (!dropped) environment.push_back(entry);
   }
   environment.insert(environment.end(), env.begin(), env.end());
+  return environment;
+}
+
+RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      const std::vector<std::string>& unset, int timeout_s, int timeout_signal,
+                      const std::string& cwd) {
+  std::vector<std::string> environment = child_environment(env, unset);
   std::vector<char*> envp, args;
   for (auto& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -21,6 +21,10 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
                       const std::vector<std::string>& unset = {}, int timeout_s = 60, int timeout_signal = 9,
                       const std::string& cwd = "");
 
+// The current environment with `env` entries ("NAME=VALUE") added or overriding and `unset` names
+// removed: what run_program gives its child.
+std::vector<std::string> child_environment(const std::vector<std::string>& env, const std::vector<std::string>& unset = {});
+
 // A fresh empty directory under the build tree's temp area.
 std::string make_temp_dir();
 // A symbolic link named `name` to `target` in a fresh temp directory, returned: runs a program under

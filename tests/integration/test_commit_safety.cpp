@@ -22,6 +22,7 @@
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
+using kvremap::testing::child_environment;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -360,9 +361,7 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
     const std::string dir = make_temp_dir();
     std::vector<std::string> e = env;
     e.push_back("KVREMAP_TRACE_DIR=" + dir);
-    std::vector<std::string> env_strings = e;
-    for (const char* name : {"PATH", "HOME"})
-      if (const char* v = std::getenv(name)) env_strings.push_back(std::string(name) + "=" + v);
+    std::vector<std::string> env_strings = child_environment(e);
     std::vector<char*> args, envp;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

@@ -33,7 +33,8 @@ Stream* per_thread_stream(State& s, int device) {
 
 bool is_blocking(const Stream* st) { return !(st->flags & CU_STREAM_NON_BLOCKING); }
 
-bool valid_mode(CUstreamCaptureMode mode) {
+// Takes the raw value: a caller's out-of-range mode is an int to reject, never an enum to load.
+bool valid_mode(int mode) {
   return mode == CU_STREAM_CAPTURE_MODE_GLOBAL || mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ||
          mode == CU_STREAM_CAPTURE_MODE_RELAXED;
 }
@@ -559,7 +560,10 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream stream, CUstreamCapt
 
 SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   SIM_ENTER("cuThreadExchangeStreamCaptureMode");
-  if (!mode || !valid_mode(*mode)) return CUDA_ERROR_INVALID_VALUE;
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  int requested = 0;
+  std::memcpy(&requested, mode, sizeof requested);
+  if (!valid_mode(requested)) return CUDA_ERROR_INVALID_VALUE;
   std::swap(*mode, t_capture_mode);
   return CUDA_SUCCESS;
 }

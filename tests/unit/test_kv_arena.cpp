@@ -122,7 +122,7 @@ TEST_F(ArenaTest, DeferKeepsEveryAddressValidOnOneScratchAndFreesTheChunks) {
   EXPECT_EQ(arena->backing(a), Backing::scratch);
   EXPECT_EQ(Used(), kScratch + 2 * kMiB) << "the scratch and the one-granule scratch for tails; the KV region's device memory went back to the engine";
   // Aliasing: offsets that are equal modulo the scratch size share bytes.
-  Words(a + 3)[0] = 0;
+  std::memset(reinterpret_cast<void*>(a + 3), 0, 4);
   Words(a + 4)[0] = 0xabcd;
   EXPECT_EQ(Words(a + 4 + 5 * kScratch)[0], 0xabcdu);
   EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE, arena->defer(a)) << "already deferred";

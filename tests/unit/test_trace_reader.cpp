@@ -467,7 +467,8 @@ TEST(TraceReader, LargeTraceParsesInOnePassWithCorrectLines) {
   EXPECT_FALSE(trace.complete);
   EXPECT_EQ(trace.event_count, static_cast<std::size_t>(kEvents + 1));
   EXPECT_EQ(trace.event_lines.back(), static_cast<std::size_t>(kEvents + 2));
-  const kvremap::trace::CategoryStats& other = kvremap::trace::replay_live_bytes(trace).devices.at(0).at("other");
+  const auto replayed = kvremap::trace::replay_live_bytes(trace);
+  const kvremap::trace::CategoryStats& other = replayed.devices.at(0).at("other");
   EXPECT_EQ(other.live_bytes, 0u);
   EXPECT_EQ(other.peak_bytes, 256u);
 }
