@@ -20,6 +20,8 @@ namespace {
 std::atomic<int> g_pid{0};
 // docs/trace-format.md "Versioning"; 2: allocation lifetimes.
 constexpr int kTraceSchemaVersion = 2;
+// Names tried for one process's trace file before tracing gives up (each exec of one pid takes one).
+constexpr int kMaxTraceNameTries = 1000;
 }  // namespace
 
 int process_id() {
@@ -225,14 +227,21 @@ void open_trace() {
   if (!options().trace) return;
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
-  const std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, process_id());
+  // kvremap-HOST-PID.json, or where a file of that name exists (the image before an exec, which had
+  // this pid; a process of an earlier run that had it), the first free kvremap-HOST-PID.N.json, N >= 2.
+  std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, process_id());
   std::string first = fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":{},"ts":0,"args":{{"name":)",
                                   process_id(), current_tid());
   const std::string cmdline = read_cmdline();
   append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
   first += "}}";
   trace().set_hot_formatter(format_hot_record);
-  if (!trace().open(path, first)) {
+  bool opened = trace().open(path, first);
+  for (int n = 2; !opened && errno == EEXIST && n <= kMaxTraceNameTries; ++n) {
+    path = fmt::format("{}/kvremap-{}-{}.{}.json", options().trace_dir, host, process_id(), n);
+    opened = trace().open(path, first);
+  }
+  if (!opened) {
     log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", path, std::strerror(errno));
     return;
   }

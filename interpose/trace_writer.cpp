@@ -374,7 +374,8 @@ int current_tid() {
 constinit TraceWriter g_trace_writer;
 
 bool TraceWriter::open(const std::string& path, std::string_view first_event) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  // Never truncates: an image exec'd by a traced process has its pid, and its trace must not end that one's.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   g_write_failed = false;
   g_file_bytes = 0;

@@ -95,8 +95,9 @@ inline bool is_lifetime(const HotRecord& alloc, const HotRecord& free) {
 // written with one write() each, so a process killed at any point leaves a loadable prefix.
 class TraceWriter {
  public:
-  // Creates `path` and writes the opening bracket and the first event. False if the file cannot be
-  // created (the caller logs it and turns tracing off).
+  // Creates `path`, which must not exist yet, and writes the opening bracket and the first event.
+  // False if the file cannot be created (errno EEXIST: it exists; the caller tries another name, or
+  // logs it and turns tracing off).
   bool open(const std::string& path, std::string_view first_event);
   bool is_open() const { return fd_ >= 0; }
 
