@@ -104,7 +104,7 @@ TEST(CommitSafety, EveryStartUpServesOnlyFromCommittedKv) {
 
     const std::string dir = make_temp_dir();
     std::vector<std::string> under = env;
-    under.insert(under.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+    under.insert(under.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
     const RunResult r = run_program(argv_of(s, program), under, {}, 120);
     EXPECT_NE(r.exit_code, kOracleFired) << "served from scratch-backed KV: " << r.err;
     EXPECT_EQ(r.err.find("serving oracle"), std::string::npos) << r.err;
@@ -138,7 +138,7 @@ TEST(CommitSafety, TheOracleCatchesAnEagerPrefillOnDeferredKv) {
   const StartUp s = start_ups()[1];
   const std::string program = link_as(VLLM_LIKE, s.engine);
   std::vector<std::string> env = scenario_env(s.scenario);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=manual",
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=manual",
                          "KVREMAP_TRACE=off"});
   const RunResult r = run_program(argv_of(s, program), env, {}, 120);
   EXPECT_EQ(r.exit_code, kOracleFired) << r.out << r.err;
@@ -172,7 +172,7 @@ TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
     SCOPED_TRACE(std::string(c.engine) + " " + c.scenario);
     const std::string dir = make_temp_dir();
     std::vector<std::string> env = scenario_env(c.scenario);
-    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
     std::vector<std::string> argv = {link_as(VLLM_LIKE, c.engine), "--scenario", c.scenario};
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     const RunResult r = run_program(argv, env, {}, 120);
@@ -196,7 +196,7 @@ TEST(CommitSafety, EachRankOfATwoRankJobCommitsItsOwnDevice) {
   std::vector<std::string> env = scenario_env(SEED_SCENARIO, 2);
   EXPECT_EQ(run_program(argv, env, {"LD_PRELOAD"}, 240).exit_code, 5);
   const std::string dir = make_temp_dir();
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
   const RunResult r = run_program(argv, env, {}, 240);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all 2 ranks started"), std::string::npos) << r.out;
@@ -215,7 +215,7 @@ TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"};
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_CHUNK_BYTES=2MiB",
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_CHUNK_BYTES=2MiB",
                          "KVREMAP_TRACE=off"});
   const std::string line =
       "kvremap: KVREMAP_SCRATCH_BYTES=64MiB does not divide KVREMAP_CHUNK_BYTES=2MiB: the scratch is mapped a whole "
@@ -243,7 +243,7 @@ TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
              "1GiB"}}) {
     SCOPED_TRACE(c.line);
     std::vector<std::string> late = scenario_env(SEED_SCENARIO);
-    late.insert(late.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
+    late.insert(late.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
     late.insert(late.end(), c.settings.begin(), c.settings.end());
     const RunResult kept = run_program(argv, late, {}, 120);
     EXPECT_EQ(kept.exit_code, 0) << "the KV cache stays in ordinary allocations";
@@ -259,7 +259,7 @@ TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
 TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_KV_MIN_BYTES=8GiB",
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_KV_MIN_BYTES=8GiB",
                          "KVREMAP_TRACE=off"});
   const RunResult r =
       run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
@@ -290,7 +290,7 @@ TEST(CommitSafety, WhatTheArenaCannotPlaceIsAnOrdinaryAllocation) {
              "allocation"}}) {
     SCOPED_TRACE(c.setting);
     std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off", c.setting});
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off", c.setting});
     const RunResult r = run_program(
         {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -315,7 +315,7 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
     const std::string dir = make_temp_dir();
     std::vector<std::string> env = scenario_env(SEED_SCENARIO);
     env.insert(env.end(),
-               {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir, c.failure});
+               {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir, c.failure});
     const RunResult r = run_program(
         {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"}, env, {}, 120);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -346,7 +346,7 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
   const std::string base_dir = make_temp_dir();
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer"});
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer"});
   const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"};
   // How long a whole start-up takes here, to spread the kill points over it.
   const auto start = std::chrono::steady_clock::now();

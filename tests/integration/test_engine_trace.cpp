@@ -61,7 +61,7 @@ TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
   for (const char* u : {"0.8", "0.95"}) {
     const std::string dir = make_temp_dir();
     const RunResult plain = run_engine(u, {});
-    const RunResult traced = run_engine(u, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+    const RunResult traced = run_engine(u, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
     EXPECT_EQ(plain.exit_code, std::string(u) == "0.8" ? 0 : 5) << plain.out;
     EXPECT_EQ(traced.exit_code, plain.exit_code) << u;
     EXPECT_EQ(without_timings(traced.out), without_timings(plain.out)) << u;
@@ -71,7 +71,7 @@ TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
 
 TEST(EngineTrace, TheTraceNamesTheStartUpPhasesAndTheirMemory) {
   const std::string dir = make_temp_dir();
-  const RunResult r = run_engine("0.8", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+  const RunResult r = run_engine("0.8", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto files = trace_files(dir);
   ASSERT_EQ(files.size(), 1u);
@@ -104,7 +104,7 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory";
     const std::string dir = make_temp_dir();
     const RunResult r =
-        run_engine(u, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir, "KVREMAP_MODE=defer"});
+        run_engine(u, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir, "KVREMAP_MODE=defer"});
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("vllm_like: started, KV"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("KV verified"), std::string::npos) << "graph replays read back what they wrote";
@@ -167,7 +167,7 @@ TEST(EngineTrace, DeferModeStartsTheSglangLikeEngineToo) {
   const std::vector<std::string> args = {
       link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static", "0.9"};
   EXPECT_EQ(run_program(args, env, {"LD_PRELOAD"}).exit_code, 5) << "stock SGLang-like runs out of memory";
-  env.push_back("LD_PRELOAD=" KVREMAP_LIBRARY);
+  env.push_back("LD_PRELOAD=" KVREMAP_PRELOAD);
   env.push_back("KVREMAP_MODE=defer");
   env.push_back("KVREMAP_TRACE=off");
   const RunResult r = run_program(args, env, {}, 120);
@@ -185,7 +185,7 @@ TEST(EngineTrace, DeferModeAlsoHelpsEnginesThatEstimateGraphMemory) {
   const RunResult stock_90 = run("0.9", {});
   ASSERT_EQ(stock_90.exit_code, 0) << stock_90.out << stock_90.err;
   EXPECT_EQ(run("0.95", {}).exit_code, 5) << "stock 0.95 runs out of memory";
-  const RunResult deferred = run("0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
+  const RunResult deferred = run("0.95", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
   ASSERT_EQ(deferred.exit_code, 0) << deferred.out << deferred.err;
   EXPECT_NE(deferred.out.find("KV verified"), std::string::npos);
   EXPECT_GT(started_kv_gib(deferred.out), started_kv_gib(stock_90.out) + 3.0) << stock_90.out << deferred.out;
@@ -196,7 +196,7 @@ TEST(EngineTrace, DeferModeAlsoHelpsEnginesThatEstimateGraphMemory) {
 TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
   const std::string dir = make_temp_dir();
   const RunResult r = run_engine("0.8",
-                                 {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=first-launch",
+                                 {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=first-launch",
                                   "KVREMAP_TRACE_DIR=" + dir},
                                  "", GRAPH_ESTIMATE_SCENARIO);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -217,7 +217,7 @@ TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
 
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
   const RunResult r = run_engine(
-      "0.95", {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
+      "0.95", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
   EXPECT_EQ(r.exit_code, 78) << "kvremap's own status for a KV cache that cannot be backed";
   // 0.95 of 79.19 GiB leaves about half a GiB too little once post-KV work and the serving
   // activations are counted: the message names it and the utilisation that fits.

@@ -39,7 +39,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 Traced run_traced(const std::string& mode, std::vector<std::string> env = {}, int timeout_s = 60,
                   int timeout_signal = SIGKILL) {
   const std::string dir = make_temp_dir();
-  env = with(with(kSimulator, env), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir});
+  env = with(with(kSimulator, env), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
   Traced t;
   // The working directory is the trace directory too: where traces go when options fall back to defaults.
   t.run = run_program({CUDA_PROGRAM, mode}, env, {}, timeout_s, timeout_signal, dir);
@@ -347,7 +347,8 @@ TEST(Interposer, AKilledProcessLeavesAReadableTrace) {
 
 TEST(Interposer, SigtermWritesTheSummaryAndStillTerminates) {
   Traced t = run_traced("wait", {}, 3, SIGTERM);
-  EXPECT_EQ(t.run.signal, SIGTERM) << "the program's default disposition is kept";
+  EXPECT_EQ(t.run.signal, SIGTERM) << "the program's default disposition is kept; exit code " << t.run.exit_code
+                                   << ", stderr: " << t.run.err;
   ASSERT_EQ(t.traces.size(), 1u);
   ASSERT_TRUE(t.traces[0].summary.has_value());
   EXPECT_EQ(t.traces[0].summary->exit, "SIGTERM");
@@ -403,7 +404,7 @@ TEST(Interposer, AnUnwritableTraceDirectoryCostsTheTraceNotTheProgram) {
   const RunResult plain = run_plain("routes");
   const RunResult r =
       run_program({CUDA_PROGRAM, "routes"},
-                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=/proc/no-such-dir"}));
+                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=/proc/no-such-dir"}));
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, plain.out);
   EXPECT_NE(r.err.find("cannot create trace file /proc/no-such-dir/kvremap-"), std::string::npos) << r.err;
@@ -504,7 +505,7 @@ TEST(Interposer, AFullTraceFilesystemCostsTheTraceNeverTheProgram) {
   ASSERT_EQ(plain.exit_code, 0);
   const std::string dir = make_temp_dir();
   const RunResult r = run_program({"/bin/sh", "-c", "ulimit -f 64; trap '' XFSZ; exec \"$0\" churn", CUDA_PROGRAM},
-                                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir}));
+                                  with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, plain.out);
   const std::string line = "tracing stops here (the file keeps every event up to this point), the program goes on";
@@ -551,7 +552,7 @@ TEST(Interposer, ExitFromAWorkerThreadLeavesASummaryTheEventsAgreeWith) {
 TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptCrashOrLeak) {
   const std::vector<std::string> base = {"KVREMAP_MODE=defer", "KVREMAP_TRACE=off", "TAGGED_REPORT=1"};
   const RunResult clean =
-      run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY}));
+      run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_PRELOAD}));
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   std::smatch live;
   const std::regex live_re(R"(live: handles=(\d+) reservations=(\d+) mappings=(\d+) host_bytes=(\d+))");
@@ -577,7 +578,7 @@ TEST(Interposer, DriverFailuresDuringDeferralAndCommitNeverCorruptCrashOrLeak) {
       SCOPED_TRACE(fault);
       ++runs;
       const RunResult r =
-          run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_LIBRARY, fault}));
+          run_program({CUDA_PROGRAM, "tagged"}, with(with(kSimulator, base), {"LD_PRELOAD=" KVREMAP_PRELOAD, fault}));
       ASSERT_EQ(r.signal, 0) << r.out << r.err;
       const bool replay_ok = r.out.find("replay: ok") != std::string::npos &&
                              r.out.find("synchronize: ok") != std::string::npos &&

@@ -126,7 +126,7 @@ std::string stress_threads(const std::vector<std::string>& env) {
   EXPECT_EQ(plain.exit_code, 0) << plain.out << plain.err;
   const std::string dir = make_temp_dir();
   const RunResult traced = run_program(
-      threads_command(), with(with(kSimulator, env), {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir}), {},
+      threads_command(), with(with(kSimulator, env), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir}), {},
       240);
   EXPECT_EQ(traced.exit_code, 0) << traced.out << traced.err;
   EXPECT_EQ(without_pids(traced.out), without_pids(plain.out));
@@ -154,7 +154,7 @@ TEST(Stress, AMillionPairsKeepTheLibrarysMemoryAndTheTracesBytesPerEventBounded)
   constexpr long kPairs = 1000000;
   const std::string dir = make_temp_dir();
   const RunResult r = run_program({STRESS_PROGRAM, "pairs", std::to_string(kPairs)},
-                                  with(kSimulator, {"SIMCUDA_HOST_BACKING=0", "LD_PRELOAD=" KVREMAP_LIBRARY,
+                                  with(kSimulator, {"SIMCUDA_HOST_BACKING=0", "LD_PRELOAD=" KVREMAP_PRELOAD,
                                                     "KVREMAP_TRACE_DIR=" + dir}),
                                   {}, 240);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -202,7 +202,7 @@ TEST(Stress, ATraceDirectoryFillingUpMidRunCostsTheTracesNeverTheProgram) {
   std::vector<std::string> argv = {"/bin/sh", "-c", "ulimit -f 64; trap '' XFSZ; exec \"$0\" \"$@\""};
   argv = with(argv, threads_command());
   const RunResult r =
-      run_program(argv, with(kSimulator, {"LD_PRELOAD=" KVREMAP_LIBRARY, "KVREMAP_TRACE_DIR=" + dir}), {}, 240);
+      run_program(argv, with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir}), {}, 240);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(without_pids(r.out), without_pids(plain.out));
   const auto files = trace_files(dir);
