@@ -14,17 +14,28 @@ namespace kvremap::interpose {
 namespace tracker_detail {
 namespace {
 
-// Best effort from a signal handler: nothing here may wait for a lock the interrupted code holds,
-// so the trace writer only writes when every lock it needs is free; otherwise the trace stays a
-// loadable file without a summary, as if the process had been killed.
+const char* g_signal_reason = "";
+
+// Runs on the trace writer's thread, outside any signal handler.
+void write_summary_for_signal() {
+  try {
+    trace().close(summary_json(g_signal_reason));
+  } catch (...) {
+  }
+}
+
+// Best effort from a signal handler, which may neither allocate nor take a lock (the interrupted
+// code may hold malloc's or kvremap's): the summary is written by the trace writer's thread while
+// this one waits at most a second. If the writer cannot finish by then (it waits on a lock the
+// interrupted code holds), the trace stays a loadable file without a summary, as if the process had
+// been killed.
 void finish_from_signal(const char* reason) {
   // Inside one of kvremap's hooks on this thread, its locks may be held: no summary then.
   if (inside_hook() || g_finished.exchange(true)) return;
-  if (!S().trace_opened.load() || g_disabled.load()) return;
-  try {
-    trace().try_close(summary_json(reason, true));
-  } catch (...) {
-  }
+  const State* state = g_state.load(std::memory_order_acquire);
+  if (!state || !state->trace_opened.load() || g_disabled.load()) return;
+  g_signal_reason = reason;
+  trace().run_on_writer(write_summary_for_signal, 1000);
 }
 
 struct sigaction g_previous_term {};

@@ -305,7 +305,7 @@ void emit_all_counters() {
     if (S().devices[static_cast<std::size_t>(d)].seen.load()) emit_counter(d, true);
 }
 
-std::string summary_json(const char* reason, bool from_signal) {
+std::string summary_json(const char* reason) {
   std::string s = event_head("i", "summary", "summary");
   s += fmt::format(
       R"(,"s":"g","args":{{"schema_version":{},"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
@@ -329,13 +329,10 @@ std::string summary_json(const char* reason, bool from_signal) {
   }
   s += R"(],"checkpoints":[)";
   {
-    // In a signal handler the lock may be held by the interrupted code: leave the list empty then.
-    std::unique_lock<std::mutex> g(S().lock, std::defer_lock);
-    if (from_signal ? g.try_lock() : (g.lock(), true)) {
-      for (std::size_t i = 0; i < S().checkpoints.size(); ++i) {
-        if (i) s += ',';
-        s += S().checkpoints[i];
-      }
+    std::lock_guard<std::mutex> g(S().lock);
+    for (std::size_t i = 0; i < S().checkpoints.size(); ++i) {
+      if (i) s += ',';
+      s += S().checkpoints[i];
     }
   }
   s += fmt::format(

@@ -78,7 +78,7 @@ std::atomic<bool> g_write_failed{false};
 // Bytes of whole lines in the trace file; every write_all call writes whole lines.
 std::atomic<std::uint64_t> g_file_bytes{0};
 
-// Async-signal-safe (try_close runs in a signal handler): one line, no allocation.
+// Async-signal-safe: one line, no allocation.
 void report_write_failure(int error) {
   char line[256];
   const int n = std::snprintf(line, sizeof line,
@@ -335,11 +335,19 @@ int current_tid_uncached() { return static_cast<int>(syscall(SYS_gettid)); }
 
 std::atomic<int> g_writer_pid{0};
 std::atomic<bool> g_closed{false};
+// TraceWriter::run_on_writer's hand-over: the task, and whether it has run.
+std::atomic<void (*)()> g_writer_task{nullptr};
+std::atomic<bool> g_writer_task_done{false};
 
 void* writer_loop(void*) {
   const timespec period{0, kWriterPeriodNs};
   while (!g_closed.load(std::memory_order_relaxed)) {
     nanosleep(&period, nullptr);
+    if (void (*task)() = g_writer_task.exchange(nullptr)) {
+      task();
+      g_writer_task_done.store(true, std::memory_order_release);
+      continue;
+    }
     refresh_tick_anchor();  // the records about to be formatted are converted from a fresh anchor
     if (g_fd.load(std::memory_order_relaxed) >= 0) trace().flush_all();
   }
@@ -459,33 +467,19 @@ void TraceWriter::close(std::string_view last_event) {
   g_closed = true;
 }
 
-bool TraceWriter::try_close(std::string_view last_event) {
-  if (fd_ < 0) return false;
-  std::unique_lock<std::mutex> registry_guard(registry_lock(), std::try_to_lock);
-  if (!registry_guard.owns_lock()) return false;
-  std::vector<std::unique_lock<std::mutex>> buffers;
-  for (ThreadBuffer* b : registry()) {
-    buffers.emplace_back(b->lock, std::try_to_lock);
-    if (!buffers.back().owns_lock()) return false;
+bool TraceWriter::run_on_writer(void (*task)(), int timeout_ms) {
+  if (g_writer_pid.load() != getpid() || g_closed.load()) return false;
+  g_writer_task_done.store(false);
+  g_writer_task.store(task, std::memory_order_release);
+  const timespec step{0, 1'000'000};
+  for (int waited = 0; waited < timeout_ms; ++waited) {
+    if (g_writer_task_done.load(std::memory_order_acquire)) return true;
+    nanosleep(&step, nullptr);
   }
-  std::unique_lock<std::mutex> w(write_lock(), std::try_to_lock);
-  if (!w.owns_lock()) return false;
-  for (ThreadBuffer* b : registry()) {
-    write_all(fd_, b->data);
-    b->data.clear();
-    // Formatted into a stack buffer and written from there: nothing here allocates.
-    char chunk[kChunkBytes];
-    b->format_records_locked(chunk, sizeof chunk, [&](const char* p, std::size_t n) { write_all(fd_, p, n); });
-  }
-  std::string tail = ",";
-  tail.append(last_event);
-  tail += "\n]\n";
-  write_all(fd_, tail);
-  ::close(fd_);
-  fd_ = -1;
-  g_fd = -1;
-  g_closed = true;
-  return true;
+  // Not taken in time (the writer waits on a lock the interrupted code holds): withdrawn, unless it
+  // is running already.
+  void (*expected)() = task;
+  return !g_writer_task.compare_exchange_strong(expected, nullptr) && g_writer_task_done.load();
 }
 
 void TraceWriter::prepare_fork() {

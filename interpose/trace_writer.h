@@ -137,9 +137,10 @@ class TraceWriter {
 
   // Writes the final event and the closing bracket, then closes the file.
   void close(std::string_view last_event);
-  // The same without waiting on any lock (for signal handlers); false, writing nothing, when a lock
-  // is taken.
-  bool try_close(std::string_view last_event);
+  // Async-signal-safe: runs `task` on the background writer thread (which blocks every signal, so
+  // it may allocate and take locks) and waits for it at most `timeout_ms`. False when this process
+  // has no writer or the task did not finish in time.
+  bool run_on_writer(void (*task)(), int timeout_ms);
 
   // pthread_atfork handlers: before fork everything is written and the writer's locks are held, so
   // the child inherits them in a known state; the child then forgets the parent's file and the

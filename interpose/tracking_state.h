@@ -175,7 +175,7 @@ void emit_all_counters();
 std::string options_json();
 // Creates the trace file with its header, when tracing is on.
 void open_trace();
-std::string summary_json(const char* reason, bool from_signal = false);
+std::string summary_json(const char* reason);
 
 // --- exit handling (exit_handlers.cpp) ---
 void install_exit_handlers();
