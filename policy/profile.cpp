@@ -1,0 +1,414 @@
+// Profile keys (normalised command line, device, rank, driver) and the profile's JSON text, written and checked.
+#include "policy/profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "policy/phases.h"
+
+namespace kvremap::policy {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// How an ignored flag takes its value, as the engine's argparse declares it.
+enum class Takes : std::uint8_t {
+  one_value,  // `--port 8000`
+  values,     // nargs="+": `--api-key k1 k2`
+  nothing,    // store_true / BooleanOptionalAction: `--disable-log-stats`, `--no-disable-log-stats`
+};
+
+struct IgnoredFlag {
+  std::string_view name;
+  Takes takes;
+};
+
+// vLLM: vllm/entrypoints/openai/cli_args.py (FrontendArgs) and vllm/engine/arg_utils.py (EngineArgs,
+// AsyncEngineArgs). Lists come from `list[str]` fields (nargs="+"), booleans from BooleanOptionalAction.
+// `--kv-cache-memory` is the spelling engine.h also accepts (argparse's prefix of `--kv-cache-memory-bytes`).
+constexpr std::array kVllmIgnored{
+    IgnoredFlag{"--host", Takes::one_value},
+    IgnoredFlag{"--port", Takes::one_value},
+    IgnoredFlag{"--uds", Takes::one_value},
+    IgnoredFlag{"--api-key", Takes::values},
+    IgnoredFlag{"--served-model-name", Takes::values},
+    IgnoredFlag{"--uvicorn-log-level", Takes::one_value},
+    IgnoredFlag{"--disable-uvicorn-access-log", Takes::nothing},
+    IgnoredFlag{"--enable-log-requests", Takes::nothing},
+    IgnoredFlag{"--disable-log-requests", Takes::nothing},
+    IgnoredFlag{"--disable-log-stats", Takes::nothing},
+    IgnoredFlag{"--gpu-memory-utilization", Takes::one_value},
+    IgnoredFlag{"--kv-cache-memory", Takes::one_value},
+    IgnoredFlag{"--kv-cache-memory-bytes", Takes::one_value},
+};
+
+// SGLang: python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
+constexpr std::array kSglangIgnored{
+    IgnoredFlag{"--host", Takes::one_value},
+    IgnoredFlag{"--port", Takes::one_value},
+    IgnoredFlag{"--api-key", Takes::one_value},
+    IgnoredFlag{"--served-model-name", Takes::one_value},
+    IgnoredFlag{"--log-level", Takes::one_value},
+    IgnoredFlag{"--log-level-http", Takes::one_value},
+    IgnoredFlag{"--log-requests", Takes::nothing},
+    IgnoredFlag{"--log-requests-level", Takes::one_value},
+    IgnoredFlag{"--mem-fraction-static", Takes::one_value},
+};
+
+template <std::size_t N>
+constexpr std::array<std::string_view, N> names_of(const std::array<IgnoredFlag, N>& flags) {
+  std::array<std::string_view, N> names{};
+  for (std::size_t i = 0; i < N; ++i) names[i] = flags[i].name;
+  return names;
+}
+
+constexpr auto kVllmIgnoredNames = names_of(kVllmIgnored);
+constexpr auto kSglangIgnoredNames = names_of(kSglangIgnored);
+
+std::span<const IgnoredFlag> ignored_flags(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::vllm:
+      return kVllmIgnored;
+    case EngineKind::sglang:
+      return kSglangIgnored;
+    case EngineKind::other:
+      break;
+  }
+  return {};
+}
+
+// The ignored flag `arg` spells (`--f`, `--f=v`, or `--no-f` for a boolean), or nullptr.
+const IgnoredFlag* ignored_flag_named(std::span<const IgnoredFlag> flags, std::string_view arg) {
+  for (const IgnoredFlag& flag : flags) {
+    if (arg == flag.name) return &flag;
+    if (arg.starts_with(flag.name) && arg.size() > flag.name.size() && arg[flag.name.size()] == '=') return &flag;
+    if (flag.takes == Takes::nothing && arg.starts_with("--no-") && arg.substr(5) == flag.name.substr(2)) return &flag;
+  }
+  return nullptr;
+}
+
+bool is_option(std::string_view arg) { return arg.size() > 1 && arg.front() == '-'; }
+
+// Arguments made of these need no quotes in the key text; anything else (space, quote, ';', bytes
+// outside printable ASCII) is quoted and escaped, so the text stays one line and unambiguous.
+bool needs_no_quotes(std::string_view text) {
+  if (text.empty()) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
+  });
+}
+
+std::string in_quotes(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      char escape[5];
+      std::snprintf(escape, sizeof escape, "\\x%02x", byte);
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string in_quotes_if_needed(std::string_view text) { return needs_no_quotes(text) ? std::string(text) : in_quotes(text); }
+
+// ---- reading -------------------------------------------------------------------------------------
+
+// A profile nests three levels (the object, post_kv, one category); anything much deeper is not one,
+// and never reaches the JSON library's recursive parser. Brackets inside strings do not count.
+constexpr std::size_t kMaxProfileNesting = 8;
+
+bool nested_deeper_than(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The JSON library's messages quote the input: keep them to one short line of printable ASCII.
+std::string one_line(std::string_view message) {
+  constexpr std::size_t kMaxChars = 160;
+  std::string out(message.substr(0, kMaxChars));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  if (message.size() > kMaxChars) out += "...";
+  return out;
+}
+
+ProfileRead refuse(std::string problem) { return ProfileRead{std::nullopt, std::move(problem)}; }
+
+// Typed access to the profile's fields; the first problem is kept and every later read returns zero.
+class FieldReader {
+ public:
+  const std::string& problem() const { return problem_; }
+
+  const json* member(const json& object, std::string_view name, const std::string& path) {
+    const auto found = object.find(name);
+    if (found == object.end()) {
+      fail("missing field " + path);
+      return nullptr;
+    }
+    return &*found;
+  }
+
+  std::uint64_t uint(const json& object, std::string_view name, const std::string& path,
+                     std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) {
+    const json* value = member(object, name, path);
+    if (value == nullptr) return 0;
+    if (value->is_number_unsigned()) {
+      const auto n = value->get<std::uint64_t>();
+      if (n <= max) return n;
+      fail("field " + path + ": " + std::to_string(n) + " is out of range (at most " + std::to_string(max) + ")");
+    } else if (value->is_number_integer()) {
+      fail("field " + path + ": negative (" + std::to_string(value->get<std::int64_t>()) + ")");
+    } else {
+      fail("field " + path + ": " + type_problem(*value, "a non-negative integer"));
+    }
+    return 0;
+  }
+
+  std::int64_t int64(const json& object, std::string_view name, const std::string& path) {
+    const json* value = member(object, name, path);
+    if (value == nullptr) return 0;
+    if (value->is_number_unsigned()) {
+      const auto n = value->get<std::uint64_t>();
+      if (n <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return static_cast<std::int64_t>(n);
+      fail("field " + path + ": " + std::to_string(n) + " is out of range for a signed 64-bit integer");
+    } else if (value->is_number_integer()) {
+      return value->get<std::int64_t>();
+    } else {
+      fail("field " + path + ": " + type_problem(*value, "an integer"));
+    }
+    return 0;
+  }
+
+  std::string string(const json& object, std::string_view name, const std::string& path) {
+    const json* value = member(object, name, path);
+    if (value == nullptr) return {};
+    if (value->is_string()) return value->get<std::string>();
+    fail("field " + path + ": " + type_problem(*value, "a string"));
+    return {};
+  }
+
+  const json* object(const json& parent, std::string_view name, const std::string& path, bool nullable) {
+    const json* value = member(parent, name, path);
+    if (value == nullptr || (nullable && value->is_null())) return nullptr;
+    if (value->is_object()) return value;
+    fail("field " + path + ": " + type_problem(*value, nullable ? "an object or null" : "an object"));
+    return nullptr;
+  }
+
+  void fail(std::string problem) {
+    if (problem_.empty()) problem_ = std::move(problem);
+  }
+
+ private:
+  static std::string type_problem(const json& value, std::string_view wanted) {
+    const std::string_view type = value.type_name();
+    const std::string found = value.is_number_float() ? "not an integer"
+                              : std::string(type.front() == 'a' || type.front() == 'o' ? "an " : "a ") + value.type_name();
+    return found + ", expected " + std::string(wanted);
+  }
+
+  std::string problem_;
+};
+
+bool is_phase_name(std::string_view name) {
+  for (Phase phase : {Phase::init, Phase::loading, Phase::profiling, Phase::kv_allocation, Phase::post_kv_warmup,
+                      Phase::capture, Phase::serving})
+    if (to_string(phase) == name) return true;
+  return false;
+}
+
+constexpr std::string_view kFormat = "kvremap profile";
+
+ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
+  if (text.size() > kMaxProfileBytes)
+    return refuse("larger than " + std::to_string(kMaxProfileBytes >> 20) + " MiB: not a kvremap profile");
+  if (nested_deeper_than(text, kMaxProfileNesting))
+    return refuse("nested deeper than " + std::to_string(kMaxProfileNesting) + " levels: not a kvremap profile");
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& error) {
+    return refuse("not JSON: " + one_line(error.what()));
+  }
+  if (!root.is_object()) return refuse(std::string("not a JSON object but ") + root.type_name());
+
+  FieldReader fields;
+  if (fields.string(root, "format", "format") != kFormat || !fields.problem().empty())
+    return refuse("not a kvremap profile (no \"format\": \"kvremap profile\")");
+  const std::uint64_t version = fields.uint(root, "schema_version", "schema_version");
+  if (!fields.problem().empty()) return refuse(fields.problem());
+  if (version != kProfileSchemaVersion)
+    return refuse("schema version " + std::to_string(version) + ", expected " + std::to_string(kProfileSchemaVersion));
+  Profile p;
+  p.key = fields.string(root, "key", "key");
+  if (!fields.problem().empty()) return refuse(fields.problem());
+  if (p.key != expected_key) return refuse("written for another configuration (its key does not match)");
+
+  p.kv_requested_bytes = fields.uint(root, "kv_requested_bytes", "kv_requested_bytes");
+  p.headroom_bytes = fields.uint(root, "headroom_bytes", "headroom_bytes");
+  p.margin_bytes = fields.int64(root, "margin_bytes", "margin_bytes");
+  p.measured_at = fields.int64(root, "measured_at", "measured_at");
+  p.written_at = fields.int64(root, "written_at", "written_at");
+  if (const json* serving = fields.member(root, "serving_peak_bytes", "serving_peak_bytes");
+      serving != nullptr && !serving->is_null())
+    p.serving_peak_bytes = fields.uint(root, "serving_peak_bytes", "serving_peak_bytes");
+  if (const json* query = fields.object(root, "sizing_query", "sizing_query", true)) {
+    SizingQuery q;
+    q.index = static_cast<std::uint32_t>(
+        fields.uint(*query, "index", "sizing_query.index", std::numeric_limits<std::uint32_t>::max()));
+    q.phase = fields.string(*query, "phase", "sizing_query.phase");
+    if (fields.problem().empty() && !is_phase_name(q.phase))
+      fields.fail("field sizing_query.phase: " + in_quotes(one_line(q.phase)) + " is not a phase name");
+    q.device_free_bytes = fields.uint(*query, "device_free_bytes", "sizing_query.device_free_bytes");
+    p.sizing_query = std::move(q);
+  }
+  if (const json* post_kv = fields.object(root, "post_kv", "post_kv", false)) {
+    for (std::size_t i = 0; i < kCategoryCount; ++i) {
+      const std::string name(to_string(static_cast<Category>(i)));
+      const std::string path = "post_kv." + name;
+      if (const json* peak = fields.object(*post_kv, name, path, false)) {
+        p.post_kv[i].resident_bytes = fields.uint(*peak, "resident_bytes", path + ".resident_bytes");
+        p.post_kv[i].transient_bytes = fields.uint(*peak, "transient_bytes", path + ".transient_bytes");
+      }
+    }
+  }
+  if (!fields.problem().empty()) return refuse(fields.problem());
+  return ProfileRead{std::move(p), {}};
+}
+
+}  // namespace
+
+std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::vllm:
+      return kVllmIgnoredNames;
+    case EngineKind::sglang:
+      return kSglangIgnoredNames;
+    case EngineKind::other:
+      break;
+  }
+  return {};
+}
+
+std::vector<std::string> normalised_cmdline(std::span<const std::string> argv) {
+  std::vector<std::string> out;
+  if (argv.empty()) return out;
+  const std::string_view program = argv[0];
+  const std::size_t slash = program.rfind('/');
+  out.emplace_back(slash == std::string_view::npos ? program : program.substr(slash + 1));
+
+  const std::span<const IgnoredFlag> ignored = ignored_flags(profile_engine(argv).kind);
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string_view arg = argv[i];
+    if (const IgnoredFlag* flag = ignored_flag_named(ignored, arg)) {
+      if (arg == flag->name) {
+        if (flag->takes == Takes::one_value && i + 1 < argv.size()) ++i;
+        if (flag->takes == Takes::values)
+          while (i + 1 < argv.size() && !is_option(argv[i + 1])) ++i;
+      }
+      continue;
+    }
+    const std::size_t equals = arg.find('=');
+    if (arg.starts_with("--") && equals != std::string_view::npos && equals > 2) {
+      out.emplace_back(arg.substr(0, equals));
+      out.emplace_back(arg.substr(equals + 1));
+    } else {
+      out.emplace_back(arg);
+    }
+  }
+  return out;
+}
+
+std::string key_text(const ProfileKey& key) {
+  std::string text = "argv:";
+  for (const std::string& arg : normalised_cmdline(key.argv)) text += " " + in_quotes_if_needed(arg);
+  text += "; device: " + in_quotes(key.device_name);
+  text += "; total_bytes: " + std::to_string(key.device_total_bytes);
+  text += "; rank: " + std::to_string(key.rank);
+  text += "; driver: " + std::to_string(key.driver_version);
+  text += "; schema: " + std::to_string(key.schema_version);
+  return text;
+}
+
+std::uint64_t fnv1a_64(std::string_view bytes) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string profile_file_name(const ProfileKey& key) {
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a_64(key_text(key))));
+  return std::string(to_string(profile_engine(key.argv).kind)) + "-" + id + "-rank" + std::to_string(key.rank) +
+         ".json";
+}
+
+std::string to_json(const Profile& profile) {
+  ordered_json out;
+  out["format"] = kFormat;
+  out["schema_version"] = profile.schema_version;
+  out["key"] = profile.key;
+  out["measured_at"] = profile.measured_at;
+  out["written_at"] = profile.written_at;
+  out["kv_requested_bytes"] = profile.kv_requested_bytes;
+  out["headroom_bytes"] = profile.headroom_bytes;
+  out["margin_bytes"] = profile.margin_bytes;
+  out["serving_peak_bytes"] = profile.serving_peak_bytes ? ordered_json(*profile.serving_peak_bytes) : ordered_json();
+  if (profile.sizing_query) {
+    out["sizing_query"] = {{"index", profile.sizing_query->index},
+                           {"phase", profile.sizing_query->phase},
+                           {"device_free_bytes", profile.sizing_query->device_free_bytes}};
+  } else {
+    out["sizing_query"] = nullptr;
+  }
+  ordered_json post_kv = ordered_json::object();
+  for (std::size_t i = 0; i < kCategoryCount; ++i)
+    post_kv[std::string(to_string(static_cast<Category>(i)))] = {
+        {"resident_bytes", profile.post_kv[i].resident_bytes}, {"transient_bytes", profile.post_kv[i].transient_bytes}};
+  out["post_kv"] = std::move(post_kv);
+  // Strings that are not UTF-8 (a key is ASCII, but a caller's phase name might not be) are replaced, not thrown on.
+  return out.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+}
+
+ProfileRead read_profile(std::string_view text, std::string_view expected_key) {
+  try {
+    return read_checked(text, expected_key);
+  } catch (const std::exception& error) {
+    return refuse("cannot read the profile: " + one_line(error.what()));
+  }
+}
+
+}  // namespace kvremap::policy

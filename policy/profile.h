@@ -1,0 +1,98 @@
+// Learned-sizing profiles: the key that names one engine configuration on one device, and the profile's JSON text.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/engine.h"
+#include "policy/events.h"
+
+namespace kvremap::policy {
+
+// Bumped whenever a profile's meaning or layout changes; part of the key, so an old profile is never matched.
+inline constexpr std::uint32_t kProfileSchemaVersion = 1;
+// Larger inputs are not profiles; the reader refuses them before parsing.
+inline constexpr std::size_t kMaxProfileBytes = std::size_t{1} << 20;
+
+// What decides a start-up's memory use, as the library sees it at load.
+struct ProfileKey {
+  std::vector<std::string> argv;  // the engine's command line, as split_cmdline gives it
+  std::string device_name;
+  std::uint64_t device_total_bytes = 0;
+  std::uint32_t rank = 0;  // the rank, or the visible device ordinal where the engine has no rank
+  std::int32_t driver_version = 0;
+  std::uint32_t schema_version = kProfileSchemaVersion;
+};
+
+// The flags of `kind` dropped from the key: they change where the server listens, what it logs, or the
+// share of memory it asks for — a profile stores absolute needs, so another share reuses it. Empty for `other`.
+std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind);
+
+// The command line as the key sees it: the executable's basename, the ignored flags of the detected
+// engine dropped with their values (`--flag v`, `--flag=v`, `--no-flag`; list flags with every value up to
+// the next option), and each kept `--flag=v` split into `--flag` `v`, so both spellings match. Order kept.
+std::vector<std::string> normalised_cmdline(std::span<const std::string> argv);
+
+// One line naming everything in the key; arguments and the device name quoted where needed, so two
+// different keys never give the same text. Stored in the profile and compared on load.
+std::string key_text(const ProfileKey& key);
+
+// FNV-1a, 64 bits: stable across builds and machines, unlike std::hash.
+std::uint64_t fnv1a_64(std::string_view bytes);
+
+// "<engine>-<16 hex digits of fnv1a_64(key_text)>-rank<r>.json", e.g. "vllm-0123456789abcdef-rank0.json".
+std::string profile_file_name(const ProfileKey& key);
+
+inline constexpr std::size_t kCategoryCount = 7;  // Category's values, kv .. other
+
+// What one category needed after the engine sized its KV cache.
+struct PostKvPeak {
+  std::uint64_t resident_bytes = 0;   // still held at the commit
+  std::uint64_t transient_bytes = 0;  // peak since the KV burst minus resident_bytes
+  bool operator==(const PostKvPeak&) const = default;
+};
+
+// The memory query the engine sized its KV cache from.
+struct SizingQuery {
+  std::uint32_t index = 0;     // among the process's memory queries, from 0
+  std::string phase;           // the phase it fell in (to_string(Phase))
+  std::uint64_t device_free_bytes = 0;  // what the driver reported
+  bool operator==(const SizingQuery&) const = default;
+};
+
+// What one start-up measured.
+struct Profile {
+  std::uint32_t schema_version = kProfileSchemaVersion;
+  std::string key;  // key_text() of the configuration
+  std::uint64_t kv_requested_bytes = 0;
+  std::array<PostKvPeak, kCategoryCount> post_kv{};  // indexed by Category
+  std::optional<std::uint64_t> serving_peak_bytes;   // known at exit only
+  std::int64_t margin_bytes = 0;                      // commit margin; negative: deficit
+  std::uint64_t headroom_bytes = 0;
+  std::optional<SizingQuery> sizing_query;  // none when no sizing query was recognised
+  std::int64_t measured_at = 0;  // when the commit ran, seconds since the epoch (the caller's clock)
+  std::int64_t written_at = 0;   // when this text was written, same clock
+  bool operator==(const Profile&) const = default;
+};
+
+// The profile as a small JSON object (pretty-printed, '\n'-terminated). Never throws on any field value.
+std::string to_json(const Profile& profile);
+
+// A profile read back, or why the text is not a usable one.
+struct ProfileRead {
+  std::optional<Profile> profile;
+  std::string problem;  // one line when profile is empty: "not JSON: ...", "schema version 2, expected 1", ...
+};
+
+// Reads `text` as a profile written for `expected_key` (a key_text()). Refuses, with one line naming what
+// was wrong: more than kMaxProfileBytes, nesting deeper than a profile has, not JSON, not an object, not a
+// kvremap profile, another schema version, another key, a missing field or one of the wrong type or range.
+// Never throws.
+ProfileRead read_profile(std::string_view text, std::string_view expected_key);
+
+}  // namespace kvremap::policy

@@ -1,0 +1,311 @@
+// Profile keys (what changes them and what does not) and the profile text (round trip, every refusal).
+#include "policy/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+using namespace kvremap::policy;
+using nlohmann::json;
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+ProfileKey vllm_key(Args argv) {
+  ProfileKey key;
+  key.argv = std::move(argv);
+  key.device_name = "NVIDIA H100 80GB HBM3";
+  key.device_total_bytes = 85'520'809'984;
+  key.rank = 0;
+  key.driver_version = 12080;
+  return key;
+}
+
+const Args kVllm = {"/usr/bin/vllm",          "serve", "meta-llama/Llama-3.1-8B", "--tensor-parallel-size", "2",
+                    "--max-model-len",        "8192",  "--port",                  "8000",                   "--host",
+                    "0.0.0.0",                "--gpu-memory-utilization",         "0.9"};
+const Args kSglang = {"python3",      "-m",   "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "2",
+                      "--port",       "30000", "--mem-fraction-static", "0.85",      "--log-level",   "info"};
+
+std::string text_of(const Args& argv) { return key_text(vllm_key(argv)); }
+
+Args with(Args argv, const Args& more) {
+  argv.insert(argv.end(), more.begin(), more.end());
+  return argv;
+}
+
+Args without(Args argv, std::string_view flag) {
+  for (auto it = argv.begin(); it != argv.end(); ++it)
+    if (*it == flag) {
+      argv.erase(it, it + 2);
+      break;
+    }
+  return argv;
+}
+
+TEST(ProfileKey, ArgumentsThatDoNotDecideMemoryAreDropped) {
+  const std::string base = text_of(kVllm);
+  EXPECT_EQ(text_of(without(kVllm, "--port")), base);
+  EXPECT_EQ(text_of(without(kVllm, "--host")), base);
+  EXPECT_EQ(text_of(without(kVllm, "--gpu-memory-utilization")), base);
+  EXPECT_EQ(text_of(with(kVllm, {"--uvicorn-log-level", "debug", "--disable-log-requests", "--disable-log-stats"})),
+            base);
+  EXPECT_EQ(text_of(with(kVllm, {"--kv-cache-memory", "8GiB"})), base);
+  EXPECT_EQ(text_of(with(kVllm, {"--kv-cache-memory-bytes=8589934592"})), base);
+  EXPECT_EQ(text_of(with(kVllm, {"--api-key", "k1", "k2", "--served-model-name", "a", "b"})), base);
+  EXPECT_EQ(text_of(with(kVllm, {"--no-disable-log-stats", "--enable-log-requests"})), base);
+  EXPECT_EQ(base.find("8000"), std::string::npos) << base;
+  EXPECT_EQ(base.find("0.9"), std::string::npos) << base;
+}
+
+TEST(ProfileKey, PortOrShareChangeKeepsTheKey) {
+  Args other_port = kVllm;
+  other_port[8] = "8001";
+  Args other_share = kVllm;
+  other_share[12] = "0.95";
+  EXPECT_EQ(text_of(other_port), text_of(kVllm));
+  EXPECT_EQ(text_of(other_share), text_of(kVllm));
+  EXPECT_EQ(profile_file_name(vllm_key(other_share)), profile_file_name(vllm_key(kVllm)));
+}
+
+TEST(ProfileKey, EqualsSpellingMatchesSpaceSpelling) {
+  const Args spaced = {"vllm", "serve", "m", "--port", "8000", "--max-model-len", "4096"};
+  const Args joined = {"vllm", "serve", "m", "--port=8000", "--max-model-len=4096"};
+  EXPECT_EQ(text_of(spaced), text_of(joined));
+  EXPECT_EQ(profile_file_name(vllm_key(spaced)), profile_file_name(vllm_key(joined)));
+}
+
+TEST(ProfileKey, SglangFlagsThatDoNotDecideMemoryAreDropped) {
+  Args changed = kSglang;
+  changed[8] = "30001";   // --port
+  changed[10] = "0.9";    // --mem-fraction-static
+  changed[12] = "debug";  // --log-level
+  EXPECT_EQ(text_of(changed), text_of(kSglang));
+  EXPECT_EQ(text_of(with(kSglang, {"--log-requests", "--log-requests-level", "3", "--served-model-name", "x",
+                                   "--api-key", "secret", "--host=::"})),
+            text_of(kSglang));
+  EXPECT_NE(text_of(kSglang).find("sglang.launch_server"), std::string::npos) << "the module name stays";
+  EXPECT_EQ(profile_file_name(vllm_key(kSglang)).rfind("sglang-", 0), 0u);
+}
+
+TEST(ProfileKey, WhatDecidesMemoryChangesTheKey) {
+  const ProfileKey base = vllm_key(kVllm);
+  const std::string name = profile_file_name(base);
+  auto differs = [&](const ProfileKey& key, const char* what) {
+    EXPECT_NE(key_text(key), key_text(base)) << what;
+    EXPECT_NE(profile_file_name(key), name) << what;
+  };
+  Args model = kVllm;
+  model[2] = "meta-llama/Llama-3.1-70B";
+  differs(vllm_key(model), "model");
+  Args tp = kVllm;
+  tp[4] = "4";
+  differs(vllm_key(tp), "tensor-parallel-size");
+  Args len = kVllm;
+  len[6] = "16384";
+  differs(vllm_key(len), "max-model-len");
+  differs(vllm_key(with(kVllm, {"--dtype", "float16"})), "dtype");
+  ProfileKey key = base;
+  key.device_name = "NVIDIA H200";
+  differs(key, "device name");
+  key = base;
+  key.device_total_bytes += 1;
+  differs(key, "device total");
+  key = base;
+  key.rank = 1;
+  differs(key, "rank");
+  key = base;
+  key.driver_version = 12090;
+  differs(key, "driver");
+  key = base;
+  key.schema_version += 1;
+  differs(key, "schema version");
+}
+
+TEST(ProfileKey, UnknownEngineKeepsEveryArgument) {
+  const Args argv = {"./my_server", "--port", "1", "--gpu-memory-utilization", "0.5"};
+  EXPECT_EQ(normalised_cmdline(argv), (Args{"my_server", "--port", "1", "--gpu-memory-utilization", "0.5"}));
+  EXPECT_TRUE(flags_ignored_by_profiles(EngineKind::other).empty());
+  EXPECT_EQ(profile_file_name(vllm_key(argv)).rfind("other-", 0), 0u);
+}
+
+TEST(ProfileKey, TextIsOneUnambiguousLine) {
+  // "a b" as one argument must not read like "a" "b".
+  EXPECT_NE(text_of({"vllm", "serve", "a b"}), text_of({"vllm", "serve", "a", "b"}));
+  const std::string text = text_of({"vllm", "serve", "x\ny\"z\\", std::string("\xff;", 2)});
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("x\x0ay\"z\\")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("\xff;")"), std::string::npos) << text;
+}
+
+TEST(ProfileKey, FileNameIsTheEngineTheHashAndTheRank) {
+  ProfileKey key = vllm_key(kVllm);
+  key.rank = 3;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a_64(key_text(key))));
+  EXPECT_EQ(profile_file_name(key), std::string("vllm-") + hex + "-rank3.json");
+}
+
+TEST(ProfileKey, Fnv1aIsTheStandardFunction) {
+  // Published FNV-1a 64 test vectors: the hash must not depend on the build.
+  EXPECT_EQ(fnv1a_64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a_64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a_64("foobar"), 0x85944171f73967e8ull);
+}
+
+// ---- the profile text ----
+
+const std::string kKey = key_text(vllm_key(kVllm));
+
+Profile sample() {
+  Profile p;
+  p.key = kKey;
+  p.kv_requested_bytes = 24'870'000'000;
+  p.post_kv[static_cast<std::size_t>(Category::other)] = {276'000'000, 11'810'000'000};
+  p.post_kv[static_cast<std::size_t>(Category::graph_pool)] = {2'470'000'000, 0};
+  p.post_kv[static_cast<std::size_t>(Category::module)] = {430'000'000, 5};
+  p.serving_peak_bytes = 3'300'000'000;
+  p.margin_bytes = -547'000'000;
+  p.headroom_bytes = 3'230'000'000;
+  p.sizing_query = SizingQuery{4, "profiling", 21'000'000'000};
+  p.measured_at = 1'760'000'000;
+  p.written_at = 1'760'000'123;
+  return p;
+}
+
+json sample_json() { return json::parse(to_json(sample())); }
+
+std::string problem_of(std::string_view text, std::string_view key = kKey) {
+  const ProfileRead read = read_profile(text, key);
+  EXPECT_FALSE(read.profile.has_value()) << text.substr(0, 200);
+  EXPECT_EQ(read.problem.find('\n'), std::string::npos) << read.problem;
+  return read.problem;
+}
+
+std::string problem_of_json(const json& value) { return problem_of(value.dump()); }
+
+TEST(ProfileText, RoundTrips) {
+  const ProfileRead read = read_profile(to_json(sample()), kKey);
+  ASSERT_TRUE(read.profile.has_value()) << read.problem;
+  EXPECT_EQ(*read.profile, sample());
+  EXPECT_TRUE(read.problem.empty());
+}
+
+TEST(ProfileText, RoundTripsWithoutServingPeakOrSizingQuery) {
+  Profile p = sample();
+  p.serving_peak_bytes.reset();
+  p.sizing_query.reset();
+  p.margin_bytes = 1;
+  const ProfileRead read = read_profile(to_json(p), kKey);
+  ASSERT_TRUE(read.profile.has_value()) << read.problem;
+  EXPECT_EQ(*read.profile, p);
+}
+
+TEST(ProfileText, NamesEveryCategoryAndTheKey) {
+  const json j = sample_json();
+  EXPECT_EQ(j["format"], "kvremap profile");
+  EXPECT_EQ(j["schema_version"], kProfileSchemaVersion);
+  EXPECT_EQ(j["key"], kKey);
+  EXPECT_EQ(j["margin_bytes"], -547'000'000);
+  EXPECT_EQ(j["post_kv"]["other"]["transient_bytes"], 11'810'000'000ull);
+  for (std::string_view name : {"kv", "graph_pool", "graph_exec", "module", "async_pool", "vmm", "other"})
+    EXPECT_TRUE(j["post_kv"].contains(name)) << name;
+}
+
+TEST(ProfileText, TruncatedIsNotJson) {
+  const std::string text = to_json(sample());
+  EXPECT_EQ(problem_of(text.substr(0, text.size() / 2)).rfind("not JSON: ", 0), 0u);
+  EXPECT_EQ(problem_of("").rfind("not JSON: ", 0), 0u);
+}
+
+TEST(ProfileText, NotAnObject) {
+  EXPECT_EQ(problem_of("[1, 2]"), "not a JSON object but array");
+  EXPECT_EQ(problem_of("42"), "not a JSON object but number");
+}
+
+TEST(ProfileText, ForeignJsonIsNotAProfile) {
+  EXPECT_EQ(problem_of(R"({"traceEvents": []})"), "not a kvremap profile (no \"format\": \"kvremap profile\")");
+  json j = sample_json();
+  j["format"] = "something else";
+  EXPECT_EQ(problem_of_json(j), "not a kvremap profile (no \"format\": \"kvremap profile\")");
+}
+
+TEST(ProfileText, OtherSchemaVersionIsRefused) {
+  json j = sample_json();
+  j["schema_version"] = kProfileSchemaVersion + 1;
+  EXPECT_EQ(problem_of_json(j), "schema version 2, expected 1");
+  j["schema_version"] = "1";
+  EXPECT_EQ(problem_of_json(j), "field schema_version: a string, expected a non-negative integer");
+  j.erase("schema_version");
+  EXPECT_EQ(problem_of_json(j), "missing field schema_version");
+}
+
+TEST(ProfileText, KeyMismatchIsRefused) {
+  EXPECT_EQ(problem_of(to_json(sample()), key_text(vllm_key(with(kVllm, {"--dtype", "half"})))),
+            "written for another configuration (its key does not match)");
+}
+
+TEST(ProfileText, NegativeOrNonIntegerBytesAreRefused) {
+  json j = sample_json();
+  j["kv_requested_bytes"] = -1;
+  EXPECT_EQ(problem_of_json(j), "field kv_requested_bytes: negative (-1)");
+  j = sample_json();
+  j["headroom_bytes"] = 1.5;
+  EXPECT_EQ(problem_of_json(j), "field headroom_bytes: not an integer, expected a non-negative integer");
+  j = sample_json();
+  j["post_kv"]["graph_exec"]["resident_bytes"] = -7;
+  EXPECT_EQ(problem_of_json(j), "field post_kv.graph_exec.resident_bytes: negative (-7)");
+  j = sample_json();
+  j["serving_peak_bytes"] = true;
+  EXPECT_EQ(problem_of_json(j), "field serving_peak_bytes: a boolean, expected a non-negative integer");
+  j = sample_json();
+  j["margin_bytes"] = 9223372036854775808ull;
+  EXPECT_EQ(problem_of_json(j), "field margin_bytes: 9223372036854775808 is out of range for a signed 64-bit integer");
+}
+
+TEST(ProfileText, MissingOrOutOfRangeFieldsAreRefused) {
+  json j = sample_json();
+  j["post_kv"].erase("vmm");
+  EXPECT_EQ(problem_of_json(j), "missing field post_kv.vmm");
+  j = sample_json();
+  j["sizing_query"]["index"] = 4294967296ull;
+  EXPECT_EQ(problem_of_json(j), "field sizing_query.index: 4294967296 is out of range (at most 4294967295)");
+  j = sample_json();
+  j["sizing_query"]["phase"] = "lunch";
+  EXPECT_EQ(problem_of_json(j), "field sizing_query.phase: \"lunch\" is not a phase name");
+  j = sample_json();
+  j["post_kv"] = json::array();
+  EXPECT_EQ(problem_of_json(j), "field post_kv: an array, expected an object");
+  j = sample_json();
+  j.erase("written_at");
+  EXPECT_EQ(problem_of_json(j), "missing field written_at");
+}
+
+TEST(ProfileText, OversizedInputIsRefusedUnparsed) {
+  // Valid JSON, so only the size check can refuse it.
+  std::string text = to_json(sample());
+  text.insert(text.size() - 2, ", \"padding\": \"" + std::string(2u << 20, 'x') + "\"");
+  EXPECT_EQ(problem_of(text), "larger than 1 MiB: not a kvremap profile");
+}
+
+TEST(ProfileText, DeepNestingIsRefusedUnparsed) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(problem_of(deep), "nested deeper than 8 levels: not a kvremap profile");
+  // Brackets inside strings are text, not nesting.
+  json j = sample_json();
+  j["note"] = std::string(100, '[');
+  EXPECT_TRUE(read_profile(j.dump(), kKey).profile.has_value());
+}
+
+TEST(ProfileText, ProblemsAreOneLineOfPrintableText) {
+  const std::string problem = problem_of(std::string("{\"a\": \"\n\x01\xff") + std::string(500, 'y'));
+  EXPECT_EQ(problem.rfind("not JSON: ", 0), 0u);
+  for (const char c : problem) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << problem;
+  EXPECT_LE(problem.size(), 200u);
+}
+
+}  // namespace
