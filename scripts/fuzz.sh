@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
-targets=${FUZZ_TARGETS:-"options units engine trace scenario"}
+targets=${FUZZ_TARGETS:-"options units engine profile trace scenario"}
 
 for tool in clang clang++; do
   if ! command -v "$tool" >/dev/null 2>&1; then

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -306,6 +308,20 @@ TEST(ProfileText, ProblemsAreOneLineOfPrintableText) {
   EXPECT_EQ(problem.rfind("not JSON: ", 0), 0u);
   for (const char c : problem) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << problem;
   EXPECT_LE(problem.size(), 200u);
+}
+
+TEST(ProfileText, FuzzSeedIsAProfileForItsKey) {
+  // tests/fuzz/profile_fuzz.cpp reads its corpus with this key: the seed must be a real, accepted profile.
+  ProfileKey key;
+  key.argv = {"vllm", "serve", "m", "--tensor-parallel-size", "2"};
+  key.device_name = "NVIDIA H100";
+  key.device_total_bytes = 85'520'809'984;
+  key.driver_version = 12080;
+  std::ifstream file(KVREMAP_SOURCE_DIR "/tests/fuzz/corpus/profile/valid");
+  std::stringstream text;
+  text << file.rdbuf();
+  const ProfileRead read = read_profile(text.str(), key_text(key));
+  EXPECT_TRUE(read.profile.has_value()) << read.problem;
 }
 
 }  // namespace
