@@ -4,9 +4,8 @@
 #include <cstdint>
 
 #include "interpose/driver_hooks.h"
+#include "interpose/hook_export.h"
 #include "interpose/real.h"
-
-#define KVREMAP_HOOK extern "C" __attribute__((visibility("default")))
 
 namespace {
 

@@ -12,8 +12,6 @@
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
 
-#define KVREMAP_HOOK extern "C" __attribute__((visibility("default")))
-
 namespace kvremap::interpose {
 
 #define KVREMAP_DEFINE_REAL(exp, base, first, next, per_thread) std::atomic<void*> g_real_##exp{nullptr};

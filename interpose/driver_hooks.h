@@ -6,8 +6,9 @@
 #include <atomic>
 #include <string_view>
 
+#include "interpose/hook_export.h"
+
 // Per-thread-stream exports that cuda.h does not declare in its default mode.
-#define KVREMAP_DECLARE_VARIANT(base, variant) extern "C" decltype(base) variant;
 KVREMAP_DECLARE_VARIANT(cuMemAllocAsync, cuMemAllocAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemFreeAsync, cuMemFreeAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
@@ -26,7 +27,6 @@ KVREMAP_DECLARE_VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemsetD8_v2, cuMemsetD8_v2_ptds)
 KVREMAP_DECLARE_VARIANT(cuMemsetD8Async, cuMemsetD8Async_ptsz)
-#undef KVREMAP_DECLARE_VARIANT
 #undef cuGetProcAddress
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 

@@ -7,10 +7,9 @@
 
 #include <atomic>
 
+#include "interpose/hook_export.h"
 #include "interpose/real.h"
 #include "interpose/trace_writer.h"
-
-#define KVREMAP_HOOK extern "C" __attribute__((visibility("default")))
 
 namespace {
 

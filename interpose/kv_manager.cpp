@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "interpose/device_index.h"
 #include "interpose/driver_api.h"
 #include "interpose/kv_arena.h"
 #include "interpose/library.h"
@@ -53,7 +54,6 @@ KvTag current_tag() {
   return t_tags.kv[static_cast<std::size_t>(t_tags.depth - 1)] ? KvTag::kv : KvTag::not_kv;
 }
 
-constexpr int kMaxKvDevices = 64;
 
 // One device's arena and where its KV cache stands; each device defers and commits on its own,
 // at calls made while it is the current device.
@@ -76,10 +76,10 @@ struct KvState {
   policy::TriggerConfig trigger_config;
   bool warned_nothing_deferred = false;
   bool warned_free_below_zero = false;
-  std::array<std::unique_ptr<DeviceKv>, kMaxKvDevices> devices;
+  std::array<std::unique_ptr<DeviceKv>, kMaxDevices> devices;
 
   DeviceKv& at(int device) {
-    auto& slot = devices[static_cast<std::size_t>(device >= 0 && device < kMaxKvDevices ? device : 0)];
+    auto& slot = devices[static_cast<std::size_t>(device_index(device))];
     if (!slot) slot = std::make_unique<DeviceKv>(device, trigger_config);
     return *slot;
   }

@@ -9,6 +9,7 @@
 #include "interpose/driver_api.h"
 #include "interpose/driver_hooks.h"
 #include "interpose/guard.h"
+#include "interpose/hook_export.h"
 #include "interpose/hook_support.h"
 #include "interpose/hot_path.h"
 #include "interpose/kv_manager.h"
@@ -16,10 +17,7 @@
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
 
-#define KVREMAP_HOOK extern "C" __attribute__((visibility("default")))
-
 // Per-thread-stream runtime exports that cuda_runtime_api.h declares only for PTDS builds.
-#define KVREMAP_DECLARE_VARIANT(base, variant) extern "C" decltype(base) variant;
 KVREMAP_DECLARE_VARIANT(cudaMallocAsync, cudaMallocAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cudaFreeAsync, cudaFreeAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cudaStreamBeginCapture, cudaStreamBeginCapture_ptsz)
@@ -31,7 +29,6 @@ extern "C" cudaError_t cudaGetDriverEntryPoint(const char*, void**, unsigned lon
                                                cudaDriverEntryPointQueryResult*);
 extern "C" cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigned long long,
                                                     cudaDriverEntryPointQueryResult*);
-#undef KVREMAP_DECLARE_VARIANT
 
 // Every runtime hook, once: the list gives each its real-function slot.
 #define KVREMAP_RUNTIME_HOOKS(X)                                                                                    \

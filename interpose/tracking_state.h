@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "interpose/device_index.h"
 #include "interpose/event_line.h"
 #include "interpose/hot_path.h"
 #include "interpose/live_map.h"
@@ -22,7 +23,6 @@ namespace kvremap::interpose::tracker_detail {
 
 using policy::Category;
 
-constexpr int kMaxDevices = 64;
 constexpr std::size_t kCategories = 7;
 constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Category::graph_pool, Category::graph_exec,
                                                            Category::module, Category::async_pool, Category::vmm,
@@ -151,7 +151,6 @@ std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capaci
 // given, and `full_bytes` as its size when that is above HotRecord::kMaxBytes.
 void emit_hot_line(const HotRecord& record, const char* caller, const std::uint64_t* full_bytes = nullptr);
 void emit(const EventLine& e);
-inline int device_index(int device) { return KVREMAP_LIKELY(device >= 0 && device < kMaxDevices) ? device : 0; }
 // First sight of a device: its total memory in a metadata event.
 void first_sight_of_device(int device);
 // `st` is S(), passed by hooks that already hold it (each S() is an atomic load and a branch).
