@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "policy/json_depth.h"
 #include "policy/phases.h"
 
 namespace kvremap::policy {
@@ -129,29 +130,6 @@ std::string in_quotes_if_needed(std::string_view text) { return needs_no_quotes(
 // and never reaches the JSON library's recursive parser. Brackets inside strings do not count.
 constexpr std::size_t kMaxProfileNesting = 8;
 
-bool nested_deeper_than(std::string_view text, std::size_t limit) {
-  std::size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
-}
-
 // The JSON library's messages quote the input: keep them to one short line of printable ASCII.
 std::string one_line(std::string_view message) {
   constexpr std::size_t kMaxChars = 160;
@@ -252,7 +230,7 @@ constexpr std::string_view kFormat = "kvremap profile";
 ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
   if (text.size() > kMaxProfileBytes)
     return refuse("larger than " + std::to_string(kMaxProfileBytes >> 20) + " MiB: not a kvremap profile");
-  if (nested_deeper_than(text, kMaxProfileNesting))
+  if (json_nested_deeper_than(text, kMaxProfileNesting))
     return refuse("nested deeper than " + std::to_string(kMaxProfileNesting) + " levels: not a kvremap profile");
   json root;
   try {

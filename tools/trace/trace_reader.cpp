@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "policy/json_depth.h"
 #include "tools/trace/json_access.h"
 
 namespace kvremap::trace {
@@ -61,32 +62,6 @@ std::string excerpt(std::string_view text) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
   return "'" + quoted + (text.size() > kMaxQuoted ? "...'" : "'");
-}
-
-// Whether arrays and objects in `text` nest deeper than `limit`; brackets inside strings do not count.
-// A linear scan, so that a hostile line never reaches the recursive parts of the JSON library.
-bool nested_deeper_than(std::string_view text, std::size_t limit) {
-  std::size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
 }
 
 EventRef make_ref(const json& event, std::size_t index, std::size_t line) {
@@ -427,7 +402,7 @@ class TraceParser {
       hold_unparsed(line_number, "a separating ',' with no event after it");
       return;
     }
-    if (nested_deeper_than(line, kMaxNestingDepth)) {
+    if (policy::json_nested_deeper_than(line, kMaxNestingDepth)) {
       throw TraceError(trace_.source, line_number,
                        "nested deeper than " + std::to_string(kMaxNestingDepth) +
                            " levels of arrays and objects: not a kvremap trace event");
