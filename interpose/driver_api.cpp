@@ -30,6 +30,8 @@ std::atomic<void*> g_mem_get_info{nullptr};
 std::atomic<void*> g_device_total{nullptr};
 std::atomic<void*> g_proc_address{nullptr};
 std::atomic<void*> g_device_count{nullptr};
+std::atomic<void*> g_device_name{nullptr};
+std::atomic<void*> g_driver_version{nullptr};
 
 }  // namespace
 
@@ -71,6 +73,20 @@ std::uint64_t real_device_total(int device) {
   size_t bytes = 0;
   if (!fn || fn(&bytes, device) != CUDA_SUCCESS) return 0;
   return bytes;
+}
+
+std::string real_device_name(int device) {
+  auto fn = resolve<CUresult (*)(char*, int, CUdevice)>(g_device_name, "cuDeviceGetName", 2000);
+  char name[256] = {};
+  if (!fn || fn(name, sizeof name - 1, device) != CUDA_SUCCESS) return {};
+  return name;
+}
+
+int real_driver_version() {
+  auto fn = resolve<CUresult (*)(int*)>(g_driver_version, "cuDriverGetVersion", 2020);
+  int version = 0;
+  if (!fn || fn(&version) != CUDA_SUCCESS) return 0;
+  return version;
 }
 
 }  // namespace kvremap::interpose

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace kvremap::interpose {
 
@@ -24,6 +25,10 @@ bool count_devices();                            // asks the driver; stores it w
 bool real_memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
 // Real cuDeviceTotalMem_v2, or 0.
 std::uint64_t real_device_total(int device);
+// Real cuDeviceGetName, or empty.
+std::string real_device_name(int device);
+// Real cuDriverGetVersion (e.g. 13000), or 0.
+int real_driver_version();
 
 // The driver's own cuGetProcAddress_v2 (libcuda's export), or nullptr before libcuda is loaded.
 using ProcAddressFn = int (*)(const char*, void**, int, unsigned long long, int*);

@@ -8,9 +8,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,13 +21,16 @@
 #include "interpose/driver_api.h"
 #include "interpose/kv_arena.h"
 #include "interpose/library.h"
+#include "interpose/json.h"
 #include "interpose/process_cmdline.h"
+#include "interpose/profile_store.h"
 #include "interpose/trace_writer.h"
 #include "interpose/tracker.h"
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
 #include "policy/engine.h"
 #include "policy/kv_recognition.h"
+#include "policy/profile.h"
 #include "policy/units.h"
 
 namespace kvremap::interpose {
@@ -68,6 +73,10 @@ struct DeviceKv {
   bool committed = false;  // backed again for good
   std::uint64_t deferred_bytes = 0;
   policy::CommitTrigger trigger;
+  // What the commit measured, kept to be written again at exit with the serving peak.
+  std::optional<policy::Profile> profile;
+  std::string profile_name;
+  std::uint64_t profile_hash = 0;
 };
 
 struct KvState {
@@ -76,6 +85,8 @@ struct KvState {
   policy::TriggerConfig trigger_config;
   bool warned_nothing_deferred = false;
   bool warned_free_below_zero = false;
+  bool warned_profile = false;  // a profile that cannot be written is said once per process
+  std::vector<std::string> argv;  // the engine's command line, for the profile key
   std::array<std::unique_ptr<DeviceKv>, kMaxDevices> devices;
 
   DeviceKv& at(int device) {
@@ -90,6 +101,7 @@ KvState& K() {
     auto* s = new KvState;
     const policy::Options& o = options();
     const std::vector<std::string> argv = engine_command_line();
+    s->argv = argv;
     switch (o.engine) {
       case policy::EngineWhen::detect:
         s->engine = policy::profile_engine(argv);
@@ -301,6 +313,61 @@ std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::stri
   return need;
 }
 
+static_assert(kCategoryWindows == policy::kCategoryCount);
+
+std::int64_t wall_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// The profile of the start-up just committed: the key from the engine's command line and the device,
+// the KV it asked for, what post-KV work held and peaked at per category, the commit's margin.
+void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+  const KvState& k = K();
+  policy::ProfileKey key;
+  key.argv = k.argv;
+  key.device_name = real_device_name(d.device);
+  key.device_total_bytes = real_device_total(d.device);
+  key.rank = static_cast<std::uint32_t>(d.device);
+  key.driver_version = real_driver_version();
+  policy::Profile p;
+  p.key = policy::key_text(key);
+  for (const Placement& r : d.regions)
+    if (r.kv) p.kv_requested_bytes += r.requested;
+  const auto windows = post_kv_windows(d.device);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    const CategoryWindow& w = windows[i];
+    // The KV cache is not post-KV work: only what came and went in its category counts.
+    const std::int64_t held = i == static_cast<std::size_t>(policy::Category::kv) ? 0 : std::max<std::int64_t>(w.live - w.at_start, 0);
+    const std::int64_t above = std::max<std::int64_t>(w.peak - std::max(w.live, w.at_start), 0);
+    p.post_kv[i] = policy::PostKvPeak{static_cast<std::uint64_t>(held), static_cast<std::uint64_t>(above)};
+  }
+  p.margin_bytes = plan.margin_bytes;
+  p.headroom_bytes = headroom;
+  if (auto q = sizing_query(d.device)) p.sizing_query = policy::SizingQuery{static_cast<std::uint32_t>(q->index), q->phase, q->driver_free};
+  p.measured_at = wall_seconds();
+  d.profile_name = policy::profile_file_name(key);
+  d.profile_hash = policy::fnv1a_64(p.key);
+  d.profile = std::move(p);
+}
+
+// Writes the device's profile where KVREMAP_PROFILE_DIR says. A failure costs the next start its
+// learned sizing, never this one: one warning per process, then on.
+void write_profile(KvState& k, DeviceKv& d) {
+  if (!d.profile) return;
+  const ProfileDirectory dir = profile_directory(options().profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  if (dir.path.empty()) return;
+  d.profile->written_at = wall_seconds();
+  std::string problem;
+  const std::optional<std::string> path = write_profile_file(dir, d.profile_name, policy::to_json(*d.profile), &problem);
+  if (!path) {
+    if (!k.warned_profile) log().warn("device {}: no profile written: {}", d.device, problem);
+    k.warned_profile = true;
+    return;
+  }
+  std::string args = fmt::format(R"({{"device":{},"path":)", d.device);
+  append_json_string(args, *path);
+  args += fmt::format(R"(,"key_hash":"{:016x}"}})", d.profile_hash);
+  trace_kv_event("kv profile written", args);
+}
+
 // `reason`: the decision point that committed; `call`: the API at that point, for the trace.
 void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   if (!synchronize())
@@ -383,8 +450,10 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                   k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes, plan.tensors.size(),
                   host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes, scratch_released,
                   post_kv_peaks_json(k.device)));
+  measure_profile(k, plan, in.headroom_bytes);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device);
+  write_profile(K(), k);
   log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
   if (host_bytes != plan.host_bytes) {
     log().warn("{} (placed: {:.2f} GiB on host memory)", plan.message,
@@ -633,10 +702,21 @@ void kv_at_exit() {
   // A failed commit stops the process from inside the lock: nothing more to say then.
   std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
   if (!g.owns_lock()) return;
-  for (const auto& d : k.devices)
-    if (d && d->committed)
-      trace_kv_event("kv serving peaks",
-                     fmt::format(R"({{"device":{},"since_commit":{}}})", d->device, post_kv_peaks_json(d->device)));
+  for (const auto& d : k.devices) {
+    if (!d || !d->committed) continue;
+    trace_kv_event("kv serving peaks",
+                   fmt::format(R"({{"device":{},"since_commit":{}}})", d->device, post_kv_peaks_json(d->device)));
+    if (!d->profile) continue;
+    // Serving's need beyond the commit: each category's rise above its level then (the KV cache's
+    // own category is the committed cache itself).
+    std::uint64_t peak = 0;
+    const auto windows = post_kv_windows(d->device);
+    for (std::size_t i = 0; i < windows.size(); ++i)
+      if (i != static_cast<std::size_t>(policy::Category::kv) && windows[i].peak > windows[i].at_start)
+        peak += static_cast<std::uint64_t>(windows[i].peak - windows[i].at_start);
+    d->profile->serving_peak_bytes = peak;
+    write_profile(k, *d);
+  }
   warn_if_nothing_deferred(k);
 }
 

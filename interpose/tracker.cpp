@@ -334,6 +334,27 @@ std::uint64_t sizing_free_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].sizing_free.load();
 }
 
+std::optional<SizingQueryInfo> sizing_query(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  const std::int64_t index = d.sizing_index.load();
+  if (index < 0) return std::nullopt;
+  return SizingQueryInfo{static_cast<std::uint64_t>(index), std::string(policy::to_string(
+                                                               static_cast<policy::Phase>(d.sizing_phase.load()))),
+                         d.sizing_driver_free.load()};
+}
+
+static_assert(kCategoryWindows == kCategories);
+
+std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  std::array<CategoryWindow, kCategoryWindows> out{};
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const CategoryStats& c = d.categories[i];
+    out[i] = CategoryWindow{c.post_kv_start.load(), c.post_kv_peak.load(), c.live.load()};
+  }
+  return out;
+}
+
 std::uint64_t profiling_peak_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
 }
@@ -488,12 +509,18 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     const std::int64_t transient = d.other_max_since_query.load() - other_now;
     d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
     d.other_max_since_query.store(other_now);
-    if (!d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation)
-      d.sizing_free.store(returned_free);
+    const bool sizing =
+        !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
+    if (sizing) d.sizing_free.store(returned_free);
     std::string args;
     {
       std::lock_guard<std::mutex> g(S().lock);
       const auto& tracker = S().phases[static_cast<std::size_t>(device)];
+      if (sizing) {
+        d.sizing_index.store(static_cast<std::int64_t>(S().checkpoints.size()));
+        d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
+        d.sizing_driver_free.store(driver_free);
+      }
       args = fmt::format(
           R"({{"index":{},"api":"{}","device":{},"driver_free":{},"driver_total":{},"returned_free":{},"returned_total":{},"phase":"{}","ts":{:.3f}}})",
           S().checkpoints.size(), api, device, driver_free, driver_total, returned_free, returned_total,

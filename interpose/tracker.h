@@ -1,9 +1,11 @@
 // What kvremap observes, in CUDA-neutral terms: allocations by category, queries, captures, graphs, modules.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "interpose/hot_path.h"
@@ -87,6 +89,23 @@ struct PostKvNeeds {
 PostKvNeeds post_kv_needs(int device);
 // The free memory the engine's last query before its KV burst returned: what it sized the KV cache from.
 std::uint64_t sizing_free_bytes(int device);
+// The memory query the engine sized its KV cache from: its index among the process's memory queries,
+// the phase it fell in, and the free bytes the driver reported. Nothing when none was seen.
+struct SizingQueryInfo {
+  std::uint64_t index = 0;
+  std::string phase;
+  std::uint64_t driver_free = 0;
+};
+std::optional<SizingQueryInfo> sizing_query(int device);
+// Per category (policy::Category's order), since start_post_kv_peaks: live bytes then, the peak since,
+// and live bytes now.
+struct CategoryWindow {
+  std::int64_t at_start = 0;
+  std::int64_t peak = 0;
+  std::int64_t live = 0;
+};
+inline constexpr std::size_t kCategoryWindows = 7;
+std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
 // A kv-category instant event with preformatted JSON args (written at once).

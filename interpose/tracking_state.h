@@ -74,6 +74,10 @@ struct DeviceStats {
   std::atomic<std::uint64_t> profiling_peak{0};
   // Free memory the engine was told at its last query before the KV burst: the one it sized from.
   std::atomic<std::uint64_t> sizing_free{0};
+  // That query's index among the process's memory queries (-1: none yet), its phase, the driver's free.
+  std::atomic<std::int64_t> sizing_index{-1};
+  std::atomic<std::uint8_t> sizing_phase{0};
+  std::atomic<std::uint64_t> sizing_driver_free{0};
 };
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture

@@ -45,7 +45,7 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 15> kOptions{{
+constexpr std::array<OptionSpec, 16> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
      "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing; `defer` also places the KV "
      "cache in its arena, defers its backing during start-up work and commits it afterwards.",
@@ -96,6 +96,14 @@ constexpr std::array<OptionSpec, 15> kOptions{{
      "Directory for trace files; `.` is the engine's current directory.",
      assign_plain<&Options::trace_dir>,
      read_plain<&Options::trace_dir>},
+    {"KVREMAP_PROFILE_DIR",
+     OptionType::optional_path,
+     "",
+     {},
+     "Directory for the profiles defer mode writes after each commit (docs/kv-deferral.md, Profiles); empty means "
+     "`$XDG_CACHE_HOME/kvremap`, else `~/.cache/kvremap`; `off` writes none.",
+     assign_plain<&Options::profile_dir>,
+     read_plain<&Options::profile_dir>},
     {"KVREMAP_LOG_LEVEL", OptionType::enumeration, "warn", kLogLevelNames,
      "Least severe message kvremap logs; `off` silences it.", assign_enum<&Options::log_level>,
      read_enum<&Options::log_level>},
@@ -264,6 +272,7 @@ std::string_view to_string(OptionType type) {
     case OptionType::enumeration:
       return "enum";
     case OptionType::path:
+    case OptionType::optional_path:
       return "path";
     case OptionType::count:
       return "count";
@@ -301,6 +310,8 @@ std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::strin
       // Paths are taken verbatim (spaces are legal in them); only an empty one means nothing.
       if (text.empty()) return std::nullopt;
       return OptionValue{std::string(text)};
+    case OptionType::optional_path:
+      return OptionValue{std::string(text)};
   }
   return std::nullopt;
 }
@@ -317,6 +328,8 @@ std::string accepted_values(const OptionSpec& spec) {
       return "one of " + join_choices(spec.choices);
     case OptionType::path:
       return "a non-empty directory path";
+    case OptionType::optional_path:
+      return "a directory path, `off`, or empty for the default";
     case OptionType::count:
       return "a whole number such as 0, 8 or 1000";
   }
@@ -334,6 +347,7 @@ std::string format_option_value(const OptionSpec& spec, const OptionValue& value
     case OptionType::boolean:
       return std::get<bool>(value) ? "on" : "off";
     case OptionType::path:
+    case OptionType::optional_path:
       return std::get<std::string>(value);
     case OptionType::enumeration: {
       const std::size_t i = std::get<EnumIndex>(value).index;
@@ -432,8 +446,10 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
 std::string options_markdown_table() {
   std::string out = "| Variable | Type | Default | Accepted | Meaning |\n|---|---|---|---|---|\n";
   for (const OptionSpec& spec : kOptions) {
-    out += "| `" + std::string(spec.name) + "` | " + std::string(to_string(spec.type)) + " | `" +
-           std::string(spec.default_text) + "` | " + cell(accepted_values(spec)) + " | " + cell(spec.help) + " |\n";
+    // An empty default would render as an unreadable pair of backticks.
+    const std::string default_cell = spec.default_text.empty() ? "empty" : "`" + std::string(spec.default_text) + "`";
+    out += "| `" + std::string(spec.name) + "` | " + std::string(to_string(spec.type)) + " | " + default_cell + " | " +
+           cell(accepted_values(spec)) + " | " + cell(spec.help) + " |\n";
   }
   return out;
 }

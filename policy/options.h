@@ -53,17 +53,20 @@ struct Options {
   std::uint64_t kv_tensor_bytes{};  // 0: recognise the KV tensors' size from the burst
   bool trace{};
   std::string trace_dir;
+  std::string profile_dir;  // empty: the user's cache directory; "off": no profiles
   LogLevel log_level{};
   bool strict{};
 };
 
-enum class OptionType { size, fraction, boolean, enumeration, path, count };
+// optional_path: a path where empty means the option's computed default (shown as `path` in the docs).
+enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path };
 std::string_view to_string(OptionType type);
 
 struct EnumIndex {
   std::size_t index;
 };
-// size and count -> uint64_t; fraction -> double; boolean -> bool; path -> string; enumeration -> EnumIndex.
+// size and count -> uint64_t; fraction -> double; boolean -> bool; path, optional_path -> string;
+// enumeration -> EnumIndex.
 using OptionValue = std::variant<std::uint64_t, double, bool, std::string, EnumIndex>;
 
 // One row of the options table. assign/read bind the row to its Options field.

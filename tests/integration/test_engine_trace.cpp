@@ -121,7 +121,8 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     for (const auto& e : trace.other_events)
       if (e.cat == "kv") kv_events.push_back(e.name);
     EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan",
-                                                   "kv committed", "kv serving peaks"}));
+                                                   "kv committed", "kv profile written", "kv serving peaks",
+                                                   "kv profile written"}));
     // Placed in the arena: exactly the 48 KV tensors — never weights, profiling activations, the
     // attention workspace allocated after them, or the IPC-shared all-reduce buffers.
     std::size_t placed = 0, kv_regions = 0, moved_out = 0;
@@ -212,7 +213,7 @@ TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
     }
   }
   EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed",
-                                                 "kv serving peaks"}));
+                                                 "kv profile written", "kv serving peaks", "kv profile written"}));
 }
 
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {

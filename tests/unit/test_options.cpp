@@ -54,6 +54,17 @@ TEST(Options, ParsesEveryKnownVariable) {
   EXPECT_FALSE(parsed.exit_requested());
 }
 
+// Empty is the user's cache directory (resolved by the library), `off` no profiles: both are values, not errors.
+TEST(Options, ProfileDirTakesAPathOffOrEmpty) {
+  EXPECT_EQ(default_options().profile_dir, "");
+  for (const char* value : {"", "off", "/tmp/my profiles"}) {
+    const ParsedOptions parsed = parse_options({{"KVREMAP_PROFILE_DIR", value}, {"KVREMAP_MODE", "defer"}});
+    EXPECT_TRUE(parsed.problems.empty()) << value;
+    EXPECT_EQ(parsed.options.profile_dir, value);
+    EXPECT_EQ(parsed.options.mode, Mode::defer);
+  }
+}
+
 TEST(Options, BadSizeHasTheExactMessage) {
   const ParsedOptions parsed = parse_options({{"KVREMAP_STACK_MIN_BYTES", "abc"}});
   ASSERT_EQ(parsed.problems.size(), 1u);
