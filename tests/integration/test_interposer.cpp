@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -613,6 +614,7 @@ TEST(Interposer, EachDeviceHasItsOwnArenaDeferralAndCommit) {
   const auto& trace = t.traces[0];
   std::map<int, std::pair<std::uint64_t, std::uint64_t>> arena;  // device -> [base, end)
   std::map<int, std::vector<std::string>> kv_events;
+  std::map<int, std::set<std::string>> profile_paths;
   for (const auto& e : trace.other_events) {
     if (e.cat != "kv") continue;
     const int device = e.args.at("device").get<int>();
@@ -629,9 +631,17 @@ TEST(Interposer, EachDeviceHasItsOwnArenaDeferralAndCommit) {
       EXPECT_EQ(e.args.at("kv_bytes").get<std::uint64_t>(), 96 * kMiB);
       EXPECT_EQ(e.args.at("trigger"), "graph launch");
     }
+    if (e.name == "kv profile written") profile_paths[device].insert(e.args.at("path").get<std::string>());
   }
-  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred", "kv commit plan", "kv committed",
-                                             "kv serving peaks"};
+  // Each device's profile is its own file (the device is the key's rank), written after the commit
+  // and again at exit.
+  ASSERT_EQ(profile_paths.size(), 2u);
+  EXPECT_EQ(profile_paths[0].size(), 1u);
+  EXPECT_EQ(profile_paths[1].size(), 1u);
+  EXPECT_NE(*profile_paths[0].begin(), *profile_paths[1].begin());
+  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred",      "kv commit plan",
+                                             "kv committed",      "kv profile written", "kv serving peaks",
+                                             "kv profile written"};
   EXPECT_EQ(kv_events[0], expected);
   EXPECT_EQ(kv_events[1], expected);
   ASSERT_EQ(arena.size(), 2u);
