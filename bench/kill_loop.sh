@@ -19,15 +19,15 @@ engine=(env "${simcuda[@]}" LD_PRELOAD="$build/lib/libkvremap.so" KVREMAP_MODE=d
 
 # One whole start-up, timed, to spread the kill points over it (and a little past its end).
 start=$(date +%s%N)
-KVREMAP_TRACE_DIR=$work "${engine[@]}" >/dev/null 2>&1
+KVREMAP_TRACE_DIR=$work KVREMAP_PROFILE_DIR=$work "${engine[@]}" >/dev/null 2>&1
 whole_us=$((($(date +%s%N) - start) / 1000))
-rm -f "$work"/kvremap-*.json
+rm -f "$work"/*.json
 
 killed=0 traces=0 valid=0 events=0
 for ((i = 0; i < runs; i++)); do
   dir=$work/run$i
   mkdir "$dir"
-  KVREMAP_TRACE_DIR=$dir "${engine[@]}" >/dev/null 2>&1 &
+  KVREMAP_TRACE_DIR=$dir KVREMAP_PROFILE_DIR=$dir "${engine[@]}" >/dev/null 2>&1 &
   pid=$!
   delay_us=$((RANDOM * 32768 + RANDOM))
   delay_us=$((delay_us % (whole_us * 11 / 10 + 1)))

@@ -32,6 +32,31 @@ std::vector<std::string> child_environment(const std::vector<std::string>& env, 
   return environment;
 }
 
+int kill_after(const std::vector<std::string>& argv, const std::vector<std::string>& env, long long delay_us) {
+  std::vector<std::string> environment = child_environment(env);
+  std::vector<std::string> argv_copy = argv;
+  std::vector<char*> args, envp;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("fork failed");
+  if (child == 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  const timespec delay{static_cast<time_t>(delay_us / 1000000), static_cast<long>(delay_us % 1000000) * 1000};
+  nanosleep(&delay, nullptr);
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return status;
+}
+
 RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                       const std::vector<std::string>& unset, int timeout_s, int timeout_signal,
                       const std::string& cwd) {

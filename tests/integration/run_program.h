@@ -25,6 +25,10 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
 // removed: what run_program gives its child.
 std::vector<std::string> child_environment(const std::vector<std::string>& env, const std::vector<std::string>& unset = {});
 
+// Starts `argv` with run_program's environment (output to /dev/null), sends it SIGKILL after
+// `delay_us` microseconds and returns its wait status (killed, or exited before the signal).
+int kill_after(const std::vector<std::string>& argv, const std::vector<std::string>& env, long long delay_us);
+
 // A fresh empty directory under the build tree's temp area.
 std::string make_temp_dir();
 // A symbolic link named `name` to `target` in a fresh temp directory, returned: runs a program under

@@ -5,7 +5,6 @@
 // and verify KV, and it marks the start of serving in the simulated driver, whose oracle stops the
 // program (exit 86) when any kernel, copy or memset touches memory still aliased to the scratch —
 // whatever words the engine's own checks happen to sample.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,13 +15,12 @@
 #include <cstdlib>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
-using kvremap::testing::child_environment;
+using kvremap::testing::kill_after;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -361,27 +359,8 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
     const std::string dir = make_temp_dir();
     std::vector<std::string> e = env;
     e.push_back("KVREMAP_TRACE_DIR=" + dir);
-    std::vector<std::string> env_strings = child_environment(e);
-    std::vector<char*> args, envp;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const std::string& v : env_strings) envp.push_back(const_cast<char*>(v.c_str()));
-    envp.push_back(nullptr);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      dup2(devnull, 2);
-      execve(args[0], args.data(), envp.data());
-      _exit(127);
-    }
     // Evenly over the start-up, a little past its end too.
-    std::this_thread::sleep_for(std::chrono::microseconds(whole_us * (i + 1) / kPoints));
-    kill(child, SIGKILL);
-    int status = 0;
-    waitpid(child, &status, 0);
-    if (WIFSIGNALED(status)) ++killed;
+    if (WIFSIGNALED(kill_after(argv, e, whole_us * (i + 1) / kPoints))) ++killed;
     for (const std::string& file : trace_files(dir)) {
       SCOPED_TRACE(file + " killed at point " + std::to_string(i));
       kvremap::trace::Trace trace;

@@ -1,10 +1,7 @@
 // Profiles written by defer mode, through LD_PRELOAD on the simulated driver: one whole file per start-up
 // and rank, what the commit measured in it, no effect on the engine when it cannot be written, never a
 // half-written file under the final name.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,7 +11,6 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "policy/profile.h"
@@ -22,7 +18,7 @@
 #include "tools/trace/trace_reader.h"
 
 namespace fs = std::filesystem;
-using kvremap::testing::child_environment;
+using kvremap::testing::kill_after;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -203,26 +199,8 @@ TEST(Profiles, AKillNeverLeavesAPartialProfile) {
   const std::vector<std::string> argv = seed_argv(program);
   for (int i = 0; i < kPoints; ++i) {
     const std::string profiles = make_temp_dir();
-    const std::vector<std::string> env_strings = child_environment(defer_env(make_temp_dir(), profiles));
-    std::vector<char*> args, envp;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const std::string& v : env_strings) envp.push_back(const_cast<char*>(v.c_str()));
-    envp.push_back(nullptr);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      dup2(devnull, 2);
-      execve(args[0], args.data(), envp.data());
-      _exit(127);
-    }
     // Denser near the end of the start-up, where the commit and its profile are.
-    std::this_thread::sleep_for(std::chrono::microseconds(whole_us / 2 + whole_us * (i + 1) / (2 * kPoints)));
-    kill(child, SIGKILL);
-    int status = 0;
-    waitpid(child, &status, 0);
+    kill_after(argv, defer_env(make_temp_dir(), profiles), whole_us / 2 + whole_us * (i + 1) / (2 * kPoints));
     const DirContents c = contents(profiles);
     EXPECT_LE(c.profiles.size(), 1u);
     for (const std::string& f : c.profiles) {
