@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_sweep.h"
 #include "simcuda_fixture.h"
 
 // Exports cuda.h renames or does not declare in its default mode, with their own ABIs.
@@ -71,33 +72,13 @@ struct Env {
 };
 constexpr size_t kAllocBytes = 4096;
 
-struct Case {
-  std::string function;  // the exported name called
-  std::string bad;       // what is wrong with the arguments
-  CUresult expected;
-  std::function<CUresult(Env&)> call;
-};
+using Case = kvremap::testing::ArgumentCase<CUresult, Env>;
+using kvremap::testing::out_of_range;
 
-void* driver_symbol(const char* name) {
-  static void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return handle ? dlsym(handle, name) : nullptr;
-}
-
-// Cases for one or more exports of one ABI (a function and its _ptsz/_ptds variant): `call`
-// receives the export's address, resolved by its exact name.
 template <typename Fn, typename Call>
 void add(std::vector<Case>& out, std::initializer_list<const char*> names, const char* bad, CUresult expected,
          Call call) {
-  for (const char* name : names) {
-    out.push_back(Case{name, bad, expected, [name, call](Env& e) -> CUresult {
-                         auto* fn = reinterpret_cast<Fn*>(driver_symbol(name));
-                         if (!fn) {
-                           ADD_FAILURE() << name << " is not exported";
-                           return CUDA_ERROR_NOT_FOUND;
-                         }
-                         return call(fn, e);
-                       }});
-  }
+  kvremap::testing::add_argument_cases<Fn>(out, "libcuda.so.1", names, bad, expected, CUDA_ERROR_NOT_FOUND, call);
 }
 
 constexpr CUresult kValue = CUDA_ERROR_INVALID_VALUE;
@@ -105,11 +86,6 @@ constexpr CUresult kHandle = CUDA_ERROR_INVALID_HANDLE;
 constexpr CUresult kDevice = CUDA_ERROR_INVALID_DEVICE;
 constexpr CUresult kContext = CUDA_ERROR_INVALID_CONTEXT;
 constexpr CUresult kMemory = CUDA_ERROR_OUT_OF_MEMORY;
-
-template <typename E>
-E out_of_range() {
-  return static_cast<E>(0x7fffffff);
-}
 
 CUmemAllocationProp device_prop(int device = 0) {
   CUmemAllocationProp prop{};
@@ -846,39 +822,6 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-// Every defined, exported function of the shared object at `path` whose name starts with "cu".
-std::set<std::string> exported_cu_functions(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::set<std::string> names;
-  if (image.size() < sizeof(Elf64_Ehdr)) return names;
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, image.data(), sizeof eh);
-  for (unsigned i = 0; i < eh.e_shnum; ++i) {
-    Elf64_Shdr sh;
-    std::memcpy(&sh, image.data() + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof sh);
-    if (sh.sh_type != SHT_DYNSYM) continue;
-    Elf64_Shdr strtab;
-    std::memcpy(&strtab, image.data() + eh.e_shoff + sh.sh_link * sizeof(Elf64_Shdr), sizeof strtab);
-    for (std::size_t off = sh.sh_offset; off + sizeof(Elf64_Sym) <= sh.sh_offset + sh.sh_size;
-         off += sizeof(Elf64_Sym)) {
-      Elf64_Sym sym;
-      std::memcpy(&sym, image.data() + off, sizeof sym);
-      if (sym.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-      const std::string name(image.data() + strtab.sh_offset + sym.st_name);
-      if (name.rfind("cu", 0) == 0) names.insert(name);
-    }
-  }
-  return names;
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.function + "_" + info.param.bad;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name + "_" + std::to_string(info.index);
-}
-
 }  // namespace
 
 class ArgumentTest : public SimDriver, public ::testing::WithParamInterface<Case> {
@@ -935,12 +878,13 @@ TEST_P(ArgumentTest, ReturnsTheDocumentedErrorAndChangesNothing) {
   EXPECT_CU(cuStreamSynchronize(env_.stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryExport, ArgumentTest, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(EveryExport, ArgumentTest, ::testing::ValuesIn(cases()),
+                         kvremap::testing::argument_case_name<Case>);
 
 TEST(ArgumentCoverage, EveryExportHasCases) {
   Dl_info info{};
   ASSERT_NE(0, dladdr(reinterpret_cast<void*>(&cuInit), &info));
-  const std::set<std::string> exports = exported_cu_functions(info.dli_fname);
+  const std::set<std::string> exports = kvremap::testing::exported_functions(info.dli_fname, "cu");
   ASSERT_GT(exports.size(), 50u) << info.dli_fname;
   std::set<std::string> covered;
   for (const Case& c : cases()) covered.insert(c.function);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "argument_sweep.h"
 #include "runtime/ptsz_api.h"
 #include "runtime/simcudart.h"
 #include "simcuda.h"
@@ -63,31 +64,13 @@ struct Env {
   }
 };
 
-struct Case {
-  std::string function;
-  std::string bad;
-  cudaError_t expected;
-  std::function<cudaError_t(Env&)> call;
-};
-
-void* runtime_symbol(const char* name) {
-  static void* handle = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
-  return handle ? dlsym(handle, name) : nullptr;
-}
+using Case = kvremap::testing::ArgumentCase<cudaError_t, Env>;
+using kvremap::testing::out_of_range;
 
 template <typename Fn, typename Call>
 void add(std::vector<Case>& out, std::initializer_list<const char*> names, const char* bad, cudaError_t expected,
          Call call) {
-  for (const char* name : names) {
-    out.push_back(Case{name, bad, expected, [name, call](Env& e) -> cudaError_t {
-                         auto* fn = reinterpret_cast<Fn*>(runtime_symbol(name));
-                         if (!fn) {
-                           ADD_FAILURE() << name << " is not exported";
-                           return cudaErrorUnknown;
-                         }
-                         return call(fn, e);
-                       }});
-  }
+  kvremap::testing::add_argument_cases<Fn>(out, "libcudart.so.13", names, bad, expected, cudaErrorUnknown, call);
 }
 
 constexpr cudaError_t kValue = cudaErrorInvalidValue;
@@ -95,11 +78,6 @@ constexpr cudaError_t kHandle = cudaErrorInvalidResourceHandle;
 constexpr cudaError_t kDevice = cudaErrorInvalidDevice;
 constexpr cudaError_t kMemory = cudaErrorMemoryAllocation;
 constexpr cudaError_t kConfig = cudaErrorInvalidConfiguration;
-
-template <typename E>
-E out_of_range() {
-  return static_cast<E>(0x7fffffff);
-}
 
 void add_device_and_error_cases(std::vector<Case>& c) {
   add<decltype(cudaGetDeviceCount)>(c, {"cudaGetDeviceCount"}, "NULL count", kValue,
@@ -389,38 +367,6 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-std::set<std::string> exported_functions(const std::string& path, const std::string& prefix) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::set<std::string> names;
-  if (image.size() < sizeof(Elf64_Ehdr)) return names;
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, image.data(), sizeof eh);
-  for (unsigned i = 0; i < eh.e_shnum; ++i) {
-    Elf64_Shdr sh;
-    std::memcpy(&sh, image.data() + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof sh);
-    if (sh.sh_type != SHT_DYNSYM) continue;
-    Elf64_Shdr strtab;
-    std::memcpy(&strtab, image.data() + eh.e_shoff + sh.sh_link * sizeof(Elf64_Shdr), sizeof strtab);
-    for (std::size_t off = sh.sh_offset; off + sizeof(Elf64_Sym) <= sh.sh_offset + sh.sh_size;
-         off += sizeof(Elf64_Sym)) {
-      Elf64_Sym sym;
-      std::memcpy(&sym, image.data() + off, sizeof sym);
-      if (sym.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-      const std::string name(image.data() + strtab.sh_offset + sym.st_name);
-      if (name.rfind(prefix, 0) == 0) names.insert(name);
-    }
-  }
-  return names;
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.function + "_" + info.param.bad;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return name + "_" + std::to_string(info.index);
-}
-
 }  // namespace
 
 class RuntimeArgumentTest : public ::testing::TestWithParam<Case> {
@@ -469,12 +415,13 @@ TEST_P(RuntimeArgumentTest, ReturnsTheRuntimeErrorAndChangesNothing) {
   EXPECT_EQ(cudaStreamSynchronize(env_.stream), cudaSuccess);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryExport, RuntimeArgumentTest, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(EveryExport, RuntimeArgumentTest, ::testing::ValuesIn(cases()),
+                         kvremap::testing::argument_case_name<Case>);
 
 TEST(RuntimeArgumentCoverage, EveryExportHasCases) {
   Dl_info info{};
   ASSERT_NE(0, dladdr(reinterpret_cast<void*>(&cudaMalloc), &info));
-  const std::set<std::string> exports = exported_functions(info.dli_fname, "cuda");
+  const std::set<std::string> exports = kvremap::testing::exported_functions(info.dli_fname, "cuda");
   ASSERT_GT(exports.size(), 40u) << info.dli_fname;
   std::set<std::string> covered;
   for (const Case& c : cases()) covered.insert(c.function);
