@@ -77,6 +77,8 @@ std::atomic<int> g_fd{-1};
 std::atomic<bool> g_write_failed{false};
 // Bytes of whole lines in the trace file; every write_all call writes whole lines.
 std::atomic<std::uint64_t> g_file_bytes{0};
+// Bytes of the opening bracket and the first event: never cut.
+std::atomic<std::uint64_t> g_head_bytes{0};
 
 // Async-signal-safe: one line, no allocation.
 void report_write_failure(int error) {
@@ -88,6 +90,33 @@ void report_write_failure(int error) {
   if (n > 0) (void)!::write(2, line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof line - 1));
 }
 
+// The end of the last whole line that ends at or before `limit`, or 0 when there is none in the 4 KiB
+// before it.
+off_t line_end_before(int fd, off_t limit) {
+  char tail[4096];
+  const off_t from = std::max<off_t>(limit - static_cast<off_t>(sizeof tail), 0);
+  const ssize_t n = ::pread(fd, tail, static_cast<std::size_t>(limit - from), from);
+  for (ssize_t i = n - 1; i >= 0; --i)
+    if (tail[i] == '\n') return from + i + 1;
+  return 0;
+}
+
+// Ends the file with `line` (the "trace stopped" event) after a whole line. The file's limit may
+// fall on a line boundary and leave no room at all: whole lines are then cut off its end, the
+// fewest that make room, so that a reader always learns why the trace ends. The head stays.
+void write_stop_line(int fd, const char* line, std::size_t size) {
+  off_t end = static_cast<off_t>(g_file_bytes.load());
+  off_t cut = end;  // where the file was last cut: whole lines up to there
+  while (end >= static_cast<off_t>(g_head_bytes.load())) {
+    if (::ftruncate(fd, end) != 0) break;
+    cut = end;
+    const ssize_t n = ::write(fd, line, size);  // O_APPEND: at the new end
+    if (n == static_cast<ssize_t>(size)) return;
+    end = line_end_before(fd, end - static_cast<off_t>(size));
+  }
+  (void)!::ftruncate(fd, cut);  // no room even then: whole lines only
+}
+
 void write_all(int fd, const char* p, std::size_t left) {
   if (fd < 0 || left == 0 || g_write_failed.load(std::memory_order_relaxed)) return;
   const std::size_t whole = left;
@@ -97,16 +126,19 @@ void write_all(int fd, const char* p, std::size_t left) {
     if (n <= 0) {
       const int error = n < 0 ? errno : ENOSPC;
       if (!g_write_failed.exchange(true)) {
-        // Part of these lines may be in the file: cut it back to the last whole line.
-        if (left != whole) (void)!::ftruncate(fd, static_cast<off_t>(g_file_bytes.load()));
         report_write_failure(error);
-        // Where the cut left room, the file says why it ends here (readers show it).
+        // Part of these lines may be in the file: cut back to a whole line, and say why it ends
+        // there (readers show it).
         char line[160];
         const int m = std::snprintf(line, sizeof line,
                                     ",{\"ph\":\"i\",\"cat\":\"kvremap\",\"name\":\"trace stopped\",\"pid\":%d,"
                                     "\"tid\":0,\"ts\":%.3f,\"s\":\"p\",\"args\":{\"error\":\"%s\"}}\n",
                                     static_cast<int>(getpid()), trace_now_us(), strerrordesc_np(error));
-        if (m > 0 && m < static_cast<int>(sizeof line)) (void)!::write(fd, line, static_cast<std::size_t>(m));
+        if (m > 0 && m < static_cast<int>(sizeof line)) {
+          write_stop_line(fd, line, static_cast<std::size_t>(m));
+        } else {
+          (void)!::ftruncate(fd, static_cast<off_t>(g_file_bytes.load()));
+        }
       }
       return;
     }
@@ -383,13 +415,15 @@ constinit TraceWriter g_trace_writer;
 
 bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   // Never truncates: an image exec'd by a traced process has its pid, and its trace must not end that one's.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  // Readable too: a trace that fills its disk is cut back to a line boundary found by reading it.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   g_write_failed = false;
   g_file_bytes = 0;
   std::string head = "[\n";
   head.append(first_event);
   head += '\n';
+  g_head_bytes = head.size();
   write_all(fd, head);
   std::lock_guard<std::mutex> w(write_lock());
   fd_ = fd;

@@ -226,8 +226,7 @@ TEST(Stress, ATraceDirectoryFillingUpMidRunCostsTheTracesNeverTheProgram) {
   }
   EXPECT_GE(stopped, 1) << "the parent's trace outgrew the limit";
   const std::string line = "tracing stops here (the file keeps every event up to this point), the program goes on";
-  // One line per trace that stopped. A trace whose limit fell on a line boundary has no room left for
-  // its "trace stopped" event (docs/trace-format.md): it ends without a summary and without the event.
+  // One line per trace that stopped, matched per pid (the forked child and its exec'd image share one).
   std::map<std::int64_t, int> said_of;
   std::istringstream err(r.err);
   for (std::string said; std::getline(err, said);) {
