@@ -189,7 +189,7 @@ KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   CUresult r = real(free_bytes, total_bytes);
   if (r == CUDA_SUCCESS && free_bytes && total_bytes) {
     const std::size_t driver_free = *free_bytes;
-    *free_bytes = kv_reported_free(driver_free);
+    *free_bytes = kv_sizing_free(kv_reported_free(driver_free), *total_bytes);
     on_memory_query("cuMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
   }
   return r;

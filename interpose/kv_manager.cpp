@@ -31,6 +31,7 @@
 #include "policy/engine.h"
 #include "policy/kv_recognition.h"
 #include "policy/profile.h"
+#include "policy/sizing.h"
 #include "policy/units.h"
 
 namespace kvremap::interpose {
@@ -77,6 +78,15 @@ struct DeviceKv {
   std::optional<policy::Profile> profile;
   std::string profile_name;
   std::uint64_t profile_hash = 0;
+  // Learned sizing: the profile an earlier start of this configuration wrote, looked up once.
+  bool lookup_done = false;
+  bool profile_found = false;  // a file was there under this configuration's name, usable or not
+  std::optional<policy::Profile> previous;
+  std::string previous_path;
+  std::optional<policy::SizingStep> step;  // what `previous` asks of this start's sizing query
+  bool shift_applied = false;
+  std::uint64_t applied_index = 0;  // the memory query that reported the shifted figure
+  std::int64_t applied_shift = 0;
 };
 
 struct KvState {
@@ -319,14 +329,32 @@ std::int64_t wall_seconds() { return static_cast<std::int64_t>(std::time(nullptr
 
 // The profile of the start-up just committed: the key from the engine's command line and the device,
 // the KV it asked for, what post-KV work held and peaked at per category, the commit's margin.
-void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
-  const KvState& k = K();
+policy::ProfileKey profile_key(const KvState& k, int device) {
   policy::ProfileKey key;
   key.argv = k.argv;
-  key.device_name = real_device_name(d.device);
-  key.device_total_bytes = real_device_total(d.device);
-  key.rank = static_cast<std::uint32_t>(d.device);
+  key.device_name = real_device_name(device);
+  key.device_total_bytes = real_device_total(device);
+  key.rank = static_cast<std::uint32_t>(device);
   key.driver_version = real_driver_version();
+  return key;
+}
+
+ProfileDirectory profile_dir() {
+  return profile_directory(options().profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+}
+
+// The shift this start's sizing query applied, when that query is the one the engine sized from
+// (the last before its KV burst): the next start moves on from it. A shift at any other query says
+// nothing about this start's KV size.
+std::int64_t effective_shift(const DeviceKv& d) {
+  if (!d.shift_applied) return 0;
+  const auto q = sizing_query(d.device);
+  return q && q->index == d.applied_index ? d.applied_shift : 0;
+}
+
+void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+  const KvState& k = K();
+  const policy::ProfileKey key = profile_key(k, d.device);
   policy::Profile p;
   p.key = policy::key_text(key);
   for (const Placement& r : d.regions)
@@ -340,6 +368,8 @@ void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t 
     p.post_kv[i] = policy::PostKvPeak{static_cast<std::uint64_t>(held), static_cast<std::uint64_t>(above)};
   }
   p.margin_bytes = plan.margin_bytes;
+  p.sizing_shift_bytes = effective_shift(d);
+  p.memory_share = policy::memory_share(k.engine);
   p.headroom_bytes = headroom;
   if (auto q = sizing_query(d.device)) p.sizing_query = policy::SizingQuery{static_cast<std::uint32_t>(q->index), q->phase, q->driver_free};
   p.measured_at = wall_seconds();
@@ -350,22 +380,113 @@ void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t 
 
 // Writes the device's profile where KVREMAP_PROFILE_DIR says. A failure costs the next start its
 // learned sizing, never this one: one warning per process, then on.
-void write_profile(KvState& k, DeviceKv& d) {
-  if (!d.profile) return;
-  const ProfileDirectory dir = profile_directory(options().profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
-  if (dir.path.empty()) return;
+bool write_profile(KvState& k, DeviceKv& d) {
+  if (!d.profile) return false;
+  const ProfileDirectory dir = profile_dir();
+  if (dir.path.empty()) return false;
   d.profile->written_at = wall_seconds();
   std::string problem;
   const std::optional<std::string> path = write_profile_file(dir, d.profile_name, policy::to_json(*d.profile), &problem);
   if (!path) {
     if (!k.warned_profile) log().warn("device {}: no profile written: {}", d.device, problem);
     k.warned_profile = true;
-    return;
+    return false;
   }
   std::string args = fmt::format(R"({{"device":{},"path":)", d.device);
   append_json_string(args, *path);
   args += fmt::format(R"(,"key_hash":"{:016x}"}})", d.profile_hash);
   trace_kv_event("kv profile written", args);
+  return true;
+}
+
+// A profile's fate on one device: {"device", "profile" (its path), "reason"}.
+void trace_profile_event(const char* name, int device, const std::string& path, const std::string& reason) {
+  std::string args = fmt::format(R"({{"device":{},"profile":)", device);
+  append_json_string(args, path);
+  args += R"(,"reason":)";
+  append_json_string(args, reason);
+  args += "}";
+  trace_kv_event(name, args);
+}
+
+// Once per device, at its first memory query before the KV burst (or at its commit): the profile an
+// earlier start of this configuration wrote, and the shift it asks for. An unusable one is one warning.
+void look_up_profile(KvState& k, DeviceKv& d) {
+  if (d.lookup_done) return;
+  d.lookup_done = true;
+  const policy::Options& o = options();
+  const ProfileDirectory dir = profile_dir();
+  if (dir.path.empty()) return;
+  const policy::ProfileKey key = profile_key(k, d.device);
+  d.previous_path = dir.path + "/" + policy::profile_file_name(key);
+  std::string problem;
+  d.previous = load_profile_file(d.previous_path, policy::key_text(key), &problem);
+  d.profile_found = d.previous.has_value() || !problem.empty();
+  if (!problem.empty()) {
+    log().warn("device {}: profile ignored: {}", d.device, problem);
+    trace_profile_event("kv profile ignored", d.device, d.previous_path, problem);
+    return;
+  }
+  if (!d.previous || o.sizing == policy::SizingWhen::engine) return;
+  const auto not_applicable = policy::sizing_not_applicable(k.engine);
+  std::string reason;
+  if (not_applicable) {
+    reason = *not_applicable;
+  } else if (!d.previous->sizing_query) {
+    reason = "the profile recorded no sizing query";
+  } else {
+    d.step = policy::next_sizing(*d.previous, o.sizing, policy::memory_share(k.engine), real_device_total(d.device));
+    if (d.step->shift_bytes != 0) return;
+    reason = d.step->reason;
+  }
+  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, d.previous_path, reason);
+  trace_profile_event("kv sizing unchanged", d.device, d.previous_path, reason);
+}
+
+// Whether a restart sized from this start's profile could do better: the sizing query can move (not
+// KVREMAP_SIZING=engine, a KV size not given on the command line, a sizing query seen) and no profile
+// already asked for a shift this start could not apply (that start would come out the same).
+bool restart_would_help(const KvState& k, const DeviceKv& d) {
+  return options().sizing != policy::SizingWhen::engine && !policy::sizing_not_applicable(k.engine) &&
+         sizing_query(d.device).has_value() && !d.shift_applied && !(d.step && d.step->shift_bytes != 0);
+}
+
+// KVREMAP_DEFICIT=restart on a start whose KV cache does not fit: the profile is written and the
+// process exits before serving, so the next start is sized from it. Returns only when no profile
+// could be written (the deficit then goes to host memory as with `host`).
+void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+  measure_profile(d, plan, headroom);
+  if (!write_profile(k, d)) {
+    log().warn("device {}: KVREMAP_DEFICIT=restart: no profile could be written, so a restart would not be sized "
+               "differently; the {} the device lacks goes to host memory",
+               d.device, policy::format_bytes(plan.deficit_bytes));
+    return;
+  }
+  trace_kv_event("kv restart", fmt::format(R"({{"device":{},"deficit_bytes":{},"exit_status":{}}})", d.device,
+                                           plan.deficit_bytes, policy::kExitRestartForProfile));
+  std::fprintf(stderr,
+               "kvremap: device %d: the KV cache lacks %s on the device; its profile is written, exiting with status "
+               "%d (KVREMAP_DEFICIT=restart): the next start is sized from it (kvremap run restarts once)\n",
+               d.device, policy::format_bytes(plan.deficit_bytes).c_str(), policy::kExitRestartForProfile);
+  finish("kv restart");
+  std::_Exit(policy::kExitRestartForProfile);
+}
+
+// After the commit: one line when a profile's shift did not reach the query the engine sized from.
+void report_sizing_outcome(const DeviceKv& d) {
+  if (!d.step || d.step->shift_bytes == 0) return;
+  const auto q = sizing_query(d.device);
+  if (d.shift_applied && q && q->index == d.applied_index) return;
+  const policy::SizingQuery& recorded = *d.previous->sizing_query;
+  const std::string what =
+      d.shift_applied
+          ? fmt::format("the shift went to memory query {}, but the engine sized from query {}", d.applied_index,
+                        q ? std::to_string(q->index) : std::string("none"))
+          : fmt::format("no memory query {} in phase {} came (the engine's start-up changed)", recorded.index,
+                        recorded.phase);
+  log().warn("device {}: the profile {} did not size this start: {}; the profile is rewritten from this start",
+             d.device, d.previous_path, what);
+  trace_profile_event("kv sizing missed", d.device, d.previous_path, what);
 }
 
 // `reason`: the decision point that committed; `call`: the API at that point, for the trace.
@@ -391,6 +512,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.headroom_bytes = serving_headroom(k, total, &headroom_source);
   in.host_vmm_supported = host_vmm_supported(k.device) != 0;
   in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
+  look_up_profile(K(), k);
   in.post_kv_transient_bytes = post_kv_needs(k.device).transient;
   in.engine = state.engine.kind;
   in.gpu_memory_utilization = state.engine.gpu_memory_utilization;
@@ -408,6 +530,8 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                              k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(),
                              plan.host_bytes_per_tensor, in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes,
                              headroom_source, in.post_kv_transient_bytes, plan.margin_bytes, plan.deficit_bytes, verdict));
+  if (plan.deficit_bytes > 0 && o.deficit == policy::DeficitWhen::restart && restart_would_help(state, k))
+    restart_for_profile(K(), k, plan, in.headroom_bytes);
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
   // Each tensor as planned: its first bytes on the device, its end on host memory. A failed commit
   // leaves its region on scratch, so it can be tried again: once more for a transient driver error;
@@ -446,10 +570,12 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
       "kv committed",
       fmt::format(R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
                   R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
-                  R"("deficit_bytes":{},"scratch_released":{},"post_kv_peaks":{}}})",
+                  R"("deficit_bytes":{},"scratch_released":{},"sizing_shift_bytes":{},"same_start_flags":"{}","post_kv_peaks":{}}})",
                   k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes, plan.tensors.size(),
                   host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes, plan.deficit_bytes, scratch_released,
+                  effective_shift(k), policy::same_start_flags(state.engine, effective_shift(k), plan.kv_bytes, total),
                   post_kv_peaks_json(k.device)));
+  report_sizing_outcome(k);
   measure_profile(k, plan, in.headroom_bytes);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device);
@@ -492,7 +618,17 @@ void warn_if_nothing_deferred(KvState& k) {
   if (k.warned_nothing_deferred || anything_deferred(k)) return;
   k.warned_nothing_deferred = true;
   const std::string why = nothing_deferred_reason(k);
-  log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
+  // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
+  // program (defer is the default mode) gets it at info level.
+  const bool expected = k.engine.kind != policy::EngineKind::other ||
+                        std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
+                          return d && (d->arena || d->arena_failed || d->placements_refused > 0);
+                        });
+  if (expected) {
+    log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
+  } else {
+    log().info("KVREMAP_MODE=defer deferred nothing: {}", why);
+  }
   trace_kv_event("kv nothing deferred", fmt::format(R"({{"reason":"{}"}})", why));
 }
 
@@ -634,6 +770,37 @@ void before(KvPoint point, std::uint64_t stream) {
       break;  // start-up work: none of these reads or writes the KV cache
   }
   if (reason != policy::CommitReason::none) commit_locked(d, reason, call);
+}
+
+std::size_t sizing_free(std::size_t reported, std::size_t total) {
+  if (!tracking()) return reported;
+  const int device = tracked_device_now();
+  const UpcomingQuery q = upcoming_memory_query(device);
+  if (!q.before_kv) return reported;
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  DeviceKv& d = k.at(device);
+  if (d.shift_applied || d.deferred || d.committed || !d.regions.empty()) return reported;
+  look_up_profile(k, d);
+  if (!d.step || d.step->shift_bytes == 0) return reported;
+  const policy::SizingQuery& recorded = *d.previous->sizing_query;
+  if (q.index != recorded.index || q.phase != recorded.phase) return reported;
+  const std::uint64_t told = policy::shifted_free(reported, d.step->shift_bytes, total);
+  d.shift_applied = true;
+  d.applied_index = q.index;
+  d.applied_shift = d.step->shift_bytes;
+  std::string args = fmt::format(
+      R"({{"device":{},"query_index":{},"phase":"{}","driver_free":{},"reported_free":{},"shift_bytes":{},)"
+      R"("sizing":"{}","previous_margin_bytes":{},"previous_shift_bytes":{},"slack_bytes":{},"tolerance_bytes":{},"profile":)",
+      device, q.index, q.phase, reported, told, d.step->shift_bytes, policy::to_string(options().sizing), d.previous->margin_bytes, d.previous->sizing_shift_bytes,
+      d.step->slack_bytes, d.step->tolerance_bytes);
+  append_json_string(args, d.previous_path);
+  args += R"(,"reason":)";
+  append_json_string(args, d.step->reason);
+  args += "}";
+  trace_kv_event("kv sizing adjusted", args);
+  log().info("device {}: sized from profile {}: {}", device, d.previous_path, d.step->reason);
+  return told;
 }
 
 void touch(std::uint64_t address, std::uint64_t bytes, const char* api) {

@@ -25,6 +25,7 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
 bool release(CUdeviceptr ptr, const char* api, CUresult* result);
 void before(KvPoint point, std::uint64_t stream);
 void touch(std::uint64_t address, std::uint64_t bytes, const char* api);
+std::size_t sizing_free(std::size_t reported, std::size_t total);
 }  // namespace kv_detail
 
 // An allocation the engine asked for: placed in the arena when it may be KV cache. True when it
@@ -56,5 +57,12 @@ void kv_capture_ended(std::uint64_t stream);
 void kv_at_exit();
 // While KV is deferred, what a memory query returns: free memory as if KV were fully backed.
 std::size_t kv_reported_free(std::size_t driver_free);
+// Before the KV burst, at the memory query a profile of this configuration names as the engine's
+// sizing query: the free memory moved by the profile's shift (policy/sizing.h), traced as
+// `kv sizing adjusted`; `reported` unchanged everywhere else.
+inline std::size_t kv_sizing_free(std::size_t reported, std::size_t total) {
+  return kv_mode() && options().sizing != policy::SizingWhen::engine ? kv_detail::sizing_free(reported, total)
+                                                                      : reported;
+}
 
 }  // namespace kvremap::interpose

@@ -148,7 +148,7 @@ KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes)
   cudaError_t r = real(free_bytes, total_bytes);
   if (r == cudaSuccess && free_bytes && total_bytes) {
     const std::size_t driver_free = *free_bytes;
-    *free_bytes = kv_reported_free(driver_free);
+    *free_bytes = kv_sizing_free(kv_reported_free(driver_free), *total_bytes);
     on_memory_query("cudaMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
   }
   return r;

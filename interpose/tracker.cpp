@@ -343,6 +343,18 @@ std::optional<SizingQueryInfo> sizing_query(int device) {
                          d.sizing_driver_free.load()};
 }
 
+UpcomingQuery upcoming_memory_query(int device) {
+  const std::size_t i = static_cast<std::size_t>(device_index(device));
+  const DeviceStats& d = S().devices[i];
+  UpcomingQuery q;
+  q.before_kv = !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& tracker = S().phases[i];
+  q.index = S().checkpoints.size();
+  q.phase = std::string(policy::to_string(tracker ? tracker->current() : policy::Phase::init));
+  return q;
+}
+
 static_assert(kCategoryWindows == kCategories);
 
 std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device) {

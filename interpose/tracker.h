@@ -97,6 +97,15 @@ struct SizingQueryInfo {
   std::uint64_t driver_free = 0;
 };
 std::optional<SizingQueryInfo> sizing_query(int device);
+// The memory query about to be recorded on `device` (called before on_memory_query): its index and
+// phase as sizing_query() would name them, and whether it comes before the KV burst (only such a
+// query can be the sizing query).
+struct UpcomingQuery {
+  std::uint64_t index = 0;
+  std::string phase;
+  bool before_kv = false;
+};
+UpcomingQuery upcoming_memory_query(int device);
 // Per category (policy::Category's order), since start_post_kv_peaks: live bytes then, the peak since,
 // and live bytes now.
 struct CategoryWindow {

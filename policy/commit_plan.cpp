@@ -11,9 +11,6 @@
 namespace kvremap::policy {
 namespace {
 
-// vLLM's --gpu-memory-utilization when the command line does not give one.
-constexpr double kVllmDefaultUtilization = 0.9;
-
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }

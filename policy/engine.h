@@ -14,6 +14,9 @@ enum class EngineKind : std::uint8_t { vllm, sglang, other };
 std::string_view to_string(EngineKind kind);
 
 // What kvremap knows of the engine before its start-up decides anything.
+// vLLM's --gpu-memory-utilization when the command line does not give one.
+inline constexpr double kVllmDefaultUtilization = 0.9;
+
 struct EngineProfile {
   EngineKind kind = EngineKind::other;
   // Captures follow the KV burst: a recognised engine in graph mode. Only then may start-up launches

@@ -20,7 +20,8 @@ constexpr std::array kLogLevelNames{KVREMAP_LOG_LEVELS(KVREMAP_ENUM_NAME)};
 
 constexpr std::array<std::string_view, 3> kCommitNames{"auto", "first-launch", "manual"};
 constexpr std::array<std::string_view, 4> kEngineNames{"auto", "vllm", "sglang", "other"};
-constexpr std::array<std::string_view, 2> kDeficitNames{"host", "fail"};
+constexpr std::array<std::string_view, 3> kDeficitNames{"host", "fail", "restart"};
+constexpr std::array<std::string_view, 3> kSizingNames{"learned", "fit", "engine"};
 
 constexpr std::string_view kPrefix = "KVREMAP_";
 
@@ -45,10 +46,11 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 16> kOptions{{
-    {"KVREMAP_MODE", OptionType::enumeration, "observe", kModeNames,
-     "What kvremap does: `observe` tracks and traces CUDA memory and changes nothing; `defer` also places the KV "
-     "cache in its arena, defers its backing during start-up work and commits it afterwards.",
+constexpr std::array<OptionSpec, 17> kOptions{{
+    {"KVREMAP_MODE", OptionType::enumeration, "defer", kModeNames,
+     "What kvremap does: `defer` places the KV cache in its arena, defers its backing during start-up work, "
+     "commits it before serving and sizes the next start from a profile; `observe` only tracks and traces CUDA "
+     "memory and changes nothing.",
      assign_enum<&Options::mode>, read_enum<&Options::mode>},
     {"KVREMAP_COMMIT", OptionType::enumeration, "auto", kCommitNames,
      "When deferred KV memory is committed: `auto` before the first call that could be serving (docs/kv-deferral.md), "
@@ -64,8 +66,14 @@ constexpr std::array<OptionSpec, 16> kOptions{{
      assign_plain<&Options::headroom_bytes>, read_plain<&Options::headroom_bytes>},
     {"KVREMAP_DEFICIT", OptionType::enumeration, "host", kDeficitNames,
      "When the KV cache does not fit at commit: `host` backs the tail with host memory where the device supports "
-     "it, `fail` stops with what to change.",
+     "it, `fail` stops with what to change, `restart` writes the profile and exits with status 75 when no profile "
+     "sized this start (`kvremap run` starts it again, sized from the profile; otherwise like `host`).",
      assign_enum<&Options::deficit>, read_enum<&Options::deficit>},
+    {"KVREMAP_SIZING", OptionType::enumeration, "learned", kSizingNames,
+     "How a profile of an earlier start sizes this one (docs/kv-deferral.md, Learned sizing): `learned` reports "
+     "less free memory at the engine's sizing query by what the KV cache lacked, never more KV than the engine "
+     "sizes alone; `fit` also grows the KV cache into a measured surplus; `engine` leaves the engine's figure alone.",
+     assign_enum<&Options::sizing>, read_enum<&Options::sizing>},
     {"KVREMAP_CHUNK_BYTES", OptionType::size, "512MiB", {},
      "Size of each physical handle backing the KV arena (a multiple of the VMM granularity).",
      assign_plain<&Options::chunk_bytes>, read_plain<&Options::chunk_bytes>},
@@ -215,10 +223,10 @@ std::vector<OptionProblem> combination_problems(const Options& o, const std::vec
     out.push_back({std::string(variable), size_text(value), "kvremap: " + std::move(message)});
   };
   if (o.mode != Mode::defer) {
-    static constexpr std::array<std::string_view, 9> kDeferOnly{
-        "KVREMAP_COMMIT",        "KVREMAP_ENGINE",      "KVREMAP_HEADROOM",     "KVREMAP_DEFICIT",
-        "KVREMAP_CHUNK_BYTES",   "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES", "KVREMAP_KV_MIN_BYTES",
-        "KVREMAP_KV_TENSOR_BYTES"};
+    static constexpr std::array<std::string_view, 11> kDeferOnly{
+        "KVREMAP_COMMIT",        "KVREMAP_ENGINE",        "KVREMAP_HEADROOM",    "KVREMAP_DEFICIT",
+        "KVREMAP_SIZING",        "KVREMAP_CHUNK_BYTES",   "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES",
+        "KVREMAP_KV_MIN_BYTES",  "KVREMAP_KV_TENSOR_BYTES", "KVREMAP_PROFILE_DIR"};
     for (std::string_view name : given)
       if (std::find(kDeferOnly.begin(), kDeferOnly.end(), name) != kDeferOnly.end())
         out.push_back({std::string(name), "", "kvremap: " + std::string(name) + " has no effect with KVREMAP_MODE=" +
@@ -254,6 +262,11 @@ std::span<const std::string_view> log_level_names() { return kLogLevelNames; }
 std::string_view to_string(Mode mode) {
   const auto i = static_cast<std::size_t>(mode);
   return i < kModeNames.size() ? kModeNames[i] : std::string_view("?");
+}
+
+std::string_view to_string(SizingWhen sizing) {
+  const auto i = static_cast<std::size_t>(sizing);
+  return i < kSizingNames.size() ? kSizingNames[i] : std::string_view("?");
 }
 
 std::string_view to_string(LogLevel level) {

@@ -36,7 +36,15 @@ enum class CommitWhen : std::uint8_t { automatic, first_launch, manual };
 // KVREMAP_ENGINE's values: `detect` reads the command line; the others name the engine.
 enum class EngineWhen : std::uint8_t { detect, vllm, sglang, other };
 // KVREMAP_DEFICIT's values, in policy::DeficitMode's order.
-enum class DeficitWhen : std::uint8_t { host, fail };
+// `restart`: a first start with a deficit writes its profile and exits (kExitRestartForProfile) so the
+// next start is sized from it; a start that found a profile backs a deficit like `host`.
+enum class DeficitWhen : std::uint8_t { host, fail, restart };
+// KVREMAP_SIZING's values (policy/sizing.h): `learned` shrinks only, never more KV than the engine
+// sizes alone; `fit` also grows into a measured surplus; `engine` leaves the engine's figure alone.
+enum class SizingWhen : std::uint8_t { learned, fit, engine };
+// The exit status of KVREMAP_DEFICIT=restart (EX_TEMPFAIL: try again), which `kvremap run` restarts on.
+inline constexpr int kExitRestartForProfile = 75;
+std::string_view to_string(SizingWhen sizing);
 
 struct Options {
   Mode mode{};
@@ -46,6 +54,7 @@ struct Options {
   EngineWhen engine{};
   std::uint64_t headroom_bytes{};
   DeficitWhen deficit{};
+  SizingWhen sizing{};
   std::uint64_t chunk_bytes{};
   std::uint64_t scratch_bytes{};
   std::uint64_t arena_bytes{};   // 0: twice the device's memory

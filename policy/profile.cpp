@@ -187,6 +187,20 @@ class FieldReader {
     return 0;
   }
 
+  // A share of the device: a number in (0, 1], or nothing for null.
+  std::optional<double> share(const json& object, std::string_view name, const std::string& path) {
+    const json* value = member(object, name, path);
+    if (value == nullptr || value->is_null()) return std::nullopt;
+    if (value->is_number()) {
+      const auto v = value->get<double>();
+      if (v > 0.0 && v <= 1.0) return v;
+      fail("field " + path + ": " + value->dump() + " is not a share in (0, 1]");
+    } else {
+      fail("field " + path + ": " + type_problem(*value, "a number or null"));
+    }
+    return std::nullopt;
+  }
+
   std::string string(const json& object, std::string_view name, const std::string& path) {
     const json* value = member(object, name, path);
     if (value == nullptr) return {};
@@ -255,6 +269,8 @@ ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
   p.kv_requested_bytes = fields.uint(root, "kv_requested_bytes", "kv_requested_bytes");
   p.headroom_bytes = fields.uint(root, "headroom_bytes", "headroom_bytes");
   p.margin_bytes = fields.int64(root, "margin_bytes", "margin_bytes");
+  p.sizing_shift_bytes = fields.int64(root, "sizing_shift_bytes", "sizing_shift_bytes");
+  p.memory_share = fields.share(root, "memory_share", "memory_share");
   p.measured_at = fields.int64(root, "measured_at", "measured_at");
   p.written_at = fields.int64(root, "written_at", "written_at");
   if (const json* serving = fields.member(root, "serving_peak_bytes", "serving_peak_bytes");
@@ -364,6 +380,8 @@ std::string to_json(const Profile& profile) {
   out["kv_requested_bytes"] = profile.kv_requested_bytes;
   out["headroom_bytes"] = profile.headroom_bytes;
   out["margin_bytes"] = profile.margin_bytes;
+  out["sizing_shift_bytes"] = profile.sizing_shift_bytes;
+  out["memory_share"] = profile.memory_share ? ordered_json(*profile.memory_share) : ordered_json();
   out["serving_peak_bytes"] = profile.serving_peak_bytes ? ordered_json(*profile.serving_peak_bytes) : ordered_json();
   if (profile.sizing_query) {
     out["sizing_query"] = {{"index", profile.sizing_query->index},

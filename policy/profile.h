@@ -15,7 +15,7 @@
 namespace kvremap::policy {
 
 // Bumped whenever a profile's meaning or layout changes; part of the key, so an old profile is never matched.
-inline constexpr std::uint32_t kProfileSchemaVersion = 1;
+inline constexpr std::uint32_t kProfileSchemaVersion = 2;
 // Larger inputs are not profiles; the reader refuses them before parsing.
 inline constexpr std::size_t kMaxProfileBytes = std::size_t{1} << 20;
 
@@ -74,6 +74,12 @@ struct Profile {
   std::optional<std::uint64_t> serving_peak_bytes;   // known at exit only
   std::int64_t margin_bytes = 0;                      // commit margin; negative: deficit
   std::uint64_t headroom_bytes = 0;
+  // How much less free memory than the driver's figure this start's sizing query reported (negative:
+  // more), so the next start moves from where this one stood; 0 when the engine sized it alone.
+  std::int64_t sizing_shift_bytes = 0;
+  // The share of the device the engine was started with (vLLM --gpu-memory-utilization, its default
+  // where not given), which the key leaves out: a start at another share moves by the difference.
+  std::optional<double> memory_share;
   std::optional<SizingQuery> sizing_query;  // none when no sizing query was recognised
   std::int64_t measured_at = 0;  // when the commit ran, seconds since the epoch (the caller's clock)
   std::int64_t written_at = 0;   // when this text was written, same clock

@@ -1,4 +1,5 @@
 // Child-process runner for integration tests: fork/exec with pipes, an environment, and a timeout.
+#include <algorithm>
 #include "run_program.h"
 
 #include <dirent.h>
@@ -29,6 +30,15 @@ std::vector<std::string> child_environment(const std::vector<std::string>& env, 
     if (!dropped) environment.push_back(entry);
   }
   environment.insert(environment.end(), env.begin(), env.end());
+  // Each run starts without profiles unless the test names a profile directory: a profile one test
+  // left behind must never size another test's start.
+  const bool profiles_named = std::any_of(env.begin(), env.end(), [](const std::string& e) {
+    return e.starts_with("KVREMAP_PROFILE_DIR=") || e.starts_with("XDG_CACHE_HOME=");
+  });
+  if (!profiles_named) {
+    std::erase_if(environment, [](const std::string& e) { return e.starts_with("XDG_CACHE_HOME="); });
+    environment.push_back("XDG_CACHE_HOME=" + make_temp_dir());
+  }
   return environment;
 }
 

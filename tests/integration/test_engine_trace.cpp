@@ -61,7 +61,8 @@ TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
   for (const char* u : {"0.8", "0.95"}) {
     const std::string dir = make_temp_dir();
     const RunResult plain = run_engine(u, {});
-    const RunResult traced = run_engine(u, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
+    const RunResult traced =
+        run_engine(u, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=observe", "KVREMAP_TRACE_DIR=" + dir});
     EXPECT_EQ(plain.exit_code, std::string(u) == "0.8" ? 0 : 5) << plain.out;
     EXPECT_EQ(traced.exit_code, plain.exit_code) << u;
     EXPECT_EQ(without_timings(traced.out), without_timings(plain.out)) << u;
@@ -71,7 +72,8 @@ TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
 
 TEST(EngineTrace, TheTraceNamesTheStartUpPhasesAndTheirMemory) {
   const std::string dir = make_temp_dir();
-  const RunResult r = run_engine("0.8", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
+  const RunResult r =
+      run_engine("0.8", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=observe", "KVREMAP_TRACE_DIR=" + dir});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto files = trace_files(dir);
   ASSERT_EQ(files.size(), 1u);

@@ -100,7 +100,7 @@ TEST(Interposer, TraceConformsToTheDocumentedSchema) {
     ASSERT_EQ(t.traces.size(), 1u) << mode;
     EXPECT_EQ(kvremap::trace::validate(t.traces[0]), std::vector<std::string>{}) << mode;
     EXPECT_EQ(t.traces[0].header.schema_version, kvremap::trace::kSchemaVersion);
-    EXPECT_EQ(t.traces[0].header.options.at("KVREMAP_MODE"), "observe");
+    EXPECT_EQ(t.traces[0].header.options.at("KVREMAP_MODE"), "defer") << "the default";
   }
 }
 

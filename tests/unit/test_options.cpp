@@ -23,7 +23,9 @@ std::vector<std::string> messages(const ParsedOptions& parsed) {
 
 TEST(Options, DefaultsComeFromTheTable) {
   const Options o = default_options();
-  EXPECT_EQ(o.mode, Mode::observe);
+  EXPECT_EQ(o.mode, Mode::defer);
+  EXPECT_EQ(o.sizing, SizingWhen::learned);
+  EXPECT_EQ(o.deficit, DeficitWhen::host);
   EXPECT_TRUE(o.trace);
   EXPECT_EQ(o.trace_dir, ".");
   EXPECT_EQ(o.log_level, LogLevel::warn);
@@ -99,7 +101,9 @@ TEST(Options, AnyBadValueMeansObserveOnlyWithDefaults) {
       parse_options({{"KVREMAP_TRACE", "off"}, {"KVREMAP_LOG_LEVEL", "info"}, {"KVREMAP_STACK_MIN_BYTES", "1.5"}});
   ASSERT_EQ(parsed.problems.size(), 1u);
   EXPECT_EQ(parsed.options.mode, Mode::observe);
-  EXPECT_EQ(options_in_force(parsed.options), options_in_force(default_options()));
+  Options observe_defaults = default_options();
+  observe_defaults.mode = Mode::observe;
+  EXPECT_EQ(options_in_force(parsed.options), options_in_force(observe_defaults));
   EXPECT_FALSE(parsed.exit_requested());
 }
 
@@ -181,7 +185,7 @@ TEST(Options, InForceListsEveryOptionInTableOrder) {
       if (n == name) return v;
     return std::string("?");
   };
-  EXPECT_EQ(value_of("KVREMAP_MODE"), "observe");
+  EXPECT_EQ(value_of("KVREMAP_MODE"), "defer");
   EXPECT_EQ(value_of("KVREMAP_TRACE"), "on");
   EXPECT_EQ(value_of("KVREMAP_LOG_LEVEL"), "off");
   EXPECT_EQ(value_of("KVREMAP_STACK_MIN_BYTES"), "3GiB");
@@ -240,11 +244,19 @@ TEST(Options, CombinationsThatCannotWorkNameBothValuesAndWhatWould) {
 }
 
 TEST(Options, DeferSettingsWithoutDeferAreReportedNotSilentlyIgnored) {
-  const ParsedOptions parsed = parse_options({{"KVREMAP_COMMIT", "manual"}, {"KVREMAP_TRACE", "off"}});
+  const ParsedOptions parsed =
+      parse_options({{"KVREMAP_MODE", "observe"}, {"KVREMAP_COMMIT", "manual"}, {"KVREMAP_TRACE", "off"}});
   EXPECT_EQ(messages(parsed), std::vector<std::string>{"kvremap: KVREMAP_COMMIT has no effect with "
                                                        "KVREMAP_MODE=observe: set KVREMAP_MODE=defer to use it"});
   EXPECT_FALSE(parsed.options.trace) << "the rest still applies";
-  EXPECT_TRUE(parse_options({{"KVREMAP_STRICT", "1"}, {"KVREMAP_HEADROOM", "1GiB"}}).exit_requested());
+  EXPECT_TRUE(parse_options({{"KVREMAP_MODE", "observe"}, {"KVREMAP_STRICT", "1"}, {"KVREMAP_HEADROOM", "1GiB"}})
+                  .exit_requested());
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"KVREMAP_SIZING", "fit"}, {"KVREMAP_PROFILE_DIR", "off"}, {"KVREMAP_DEFICIT", "restart"}})
+    EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "observe"}, {name, value}})),
+              std::vector<std::string>{"kvremap: " + name +
+                                       " has no effect with KVREMAP_MODE=observe: set KVREMAP_MODE=defer to use it"});
+  EXPECT_TRUE(parse_options({{"KVREMAP_COMMIT", "manual"}}).problems.empty()) << "defer is the default";
 }
 
 TEST(Options, ControlCharactersInValuesNeverBreakTheOneLineMessage) {

@@ -172,6 +172,8 @@ Profile sample() {
   p.post_kv[static_cast<std::size_t>(Category::module)] = {430'000'000, 5};
   p.serving_peak_bytes = 3'300'000'000;
   p.margin_bytes = -547'000'000;
+  p.sizing_shift_bytes = -123'000'000;
+  p.memory_share = 0.95;
   p.headroom_bytes = 3'230'000'000;
   p.sizing_query = SizingQuery{4, "profiling", 21'000'000'000};
   p.measured_at = 1'760'000'000;
@@ -239,11 +241,24 @@ TEST(ProfileText, ForeignJsonIsNotAProfile) {
 TEST(ProfileText, OtherSchemaVersionIsRefused) {
   json j = sample_json();
   j["schema_version"] = kProfileSchemaVersion + 1;
-  EXPECT_EQ(problem_of_json(j), "schema version 2, expected 1");
-  j["schema_version"] = "1";
+  EXPECT_EQ(problem_of_json(j), "schema version 3, expected 2");
+  j["schema_version"] = "2";
   EXPECT_EQ(problem_of_json(j), "field schema_version: a string, expected a non-negative integer");
   j.erase("schema_version");
   EXPECT_EQ(problem_of_json(j), "missing field schema_version");
+}
+
+TEST(ProfileText, TheShareIsAFractionOrNull) {
+  json j = sample_json();
+  j["memory_share"] = nullptr;
+  Profile without = sample();
+  without.memory_share.reset();
+  ASSERT_TRUE(read_profile(j.dump(), kKey).profile);
+  EXPECT_EQ(*read_profile(j.dump(), kKey).profile, without);
+  j["memory_share"] = 1.5;
+  EXPECT_EQ(problem_of_json(j), "field memory_share: 1.5 is not a share in (0, 1]");
+  j["memory_share"] = "0.9";
+  EXPECT_EQ(problem_of_json(j), "field memory_share: a string, expected a number or null");
 }
 
 TEST(ProfileText, KeyMismatchIsRefused) {

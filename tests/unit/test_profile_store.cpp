@@ -101,7 +101,7 @@ TEST(ProfileStore, MissingIsNothingAndBadFilesAreOneProblem) {
                        Bad{"too large", std::string(kvremap::policy::kMaxProfileBytes + 10, ' '), "k"},
                        Bad{"other version", [&] {
                              std::string t = good;
-                             t.replace(t.find("\"schema_version\": 1"), 19, "\"schema_version\": 2");
+                             t.replace(t.find("\"schema_version\": 2"), 19, "\"schema_version\": 3");
                              return t;
                            }(), "k"}}) {
     SCOPED_TRACE(b.name);

@@ -1,0 +1,129 @@
+// Learned sizing: the shift of the sizing query from a profile, bounded and banded so repeated starts settle.
+#include "policy/sizing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "policy/units.h"
+
+namespace kvremap::policy {
+namespace {
+
+// Byte counts beyond 2^61 are no real device's; clamped there, the sum or difference of two never wraps.
+constexpr std::int64_t kLimit = std::int64_t{1} << 61;
+std::int64_t clamp_signed(std::int64_t v) { return std::clamp(v, -kLimit, kLimit); }
+// a + b and a - b of clamped values are within ±2^62, so exact, then clamped again.
+std::int64_t add(std::int64_t a, std::int64_t b) { return clamp_signed(clamp_signed(a) + clamp_signed(b)); }
+std::int64_t sub(std::int64_t a, std::int64_t b) { return clamp_signed(clamp_signed(a) - clamp_signed(b)); }
+std::int64_t as_signed(std::uint64_t v) { return static_cast<std::int64_t>(std::min<std::uint64_t>(v, kLimit)); }
+
+std::string signed_bytes(std::int64_t v) {
+  return v < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-v)) : format_bytes(static_cast<std::uint64_t>(v));
+}
+
+// SGLang reads the share with two decimals in its docs but takes any float; four keep a shift of a
+// few MiB on an 80 GiB device visible.
+std::string share_text(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", share);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<std::string> sizing_not_applicable(const EngineProfile& engine) {
+  if (engine.kind == EngineKind::vllm && engine.kv_cache_memory)
+    return std::string("the engine's KV cache size is given (--kv-cache-memory), not sized from a memory query");
+  return std::nullopt;
+}
+
+std::uint64_t sizing_tolerance_bytes(std::uint64_t kv_requested_bytes) {
+  // 64 MiB: above any engine's block of KV (vLLM's is the block size times the per-token bytes of
+  // all layers, a few MiB); 1/256 of the KV keeps the band in proportion on large caches.
+  return std::max<std::uint64_t>(std::uint64_t{64} << 20, kv_requested_bytes / 256);
+}
+
+std::optional<double> memory_share(const EngineProfile& engine) {
+  if (engine.kind != EngineKind::vllm || engine.kv_cache_memory) return std::nullopt;
+  return engine.gpu_memory_utilization.value_or(kVllmDefaultUtilization);
+}
+
+SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<double> share,
+                       std::uint64_t device_total) {
+  SizingStep step;
+  step.tolerance_bytes = sizing_tolerance_bytes(previous.kv_requested_bytes);
+  const std::uint64_t serving = previous.serving_peak_bytes.value_or(0);
+  const std::uint64_t beyond_headroom = serving > previous.headroom_bytes ? serving - previous.headroom_bytes : 0;
+  step.slack_bytes = sub(previous.margin_bytes, as_signed(beyond_headroom));
+  std::int64_t prev = clamp_signed(previous.sizing_shift_bytes);
+  // Another share: the engine asks for (share - previous share) x total more KV than the profile's
+  // start did; the shift it needed grows by as much (shrinks, for a lower share).
+  std::string moved;
+  if (share && previous.memory_share && *share != *previous.memory_share && device_total != 0) {
+    const double delta = (*share - *previous.memory_share) * static_cast<double>(std::min<std::uint64_t>(device_total, kLimit));
+    prev = add(prev, static_cast<std::int64_t>(std::llround(delta)));
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (%.4g then, %.4g now)", *previous.memory_share, *share);
+    moved = buf;
+  }
+  const std::int64_t tolerance = as_signed(step.tolerance_bytes);
+  if (mode == SizingWhen::engine) {
+    step.reason = "KVREMAP_SIZING=engine: the engine sizes its KV cache alone";
+    return step;
+  }
+  std::int64_t shift = prev;
+  std::string what;
+  if (step.slack_bytes < 0) {
+    shift = add(sub(prev, step.slack_bytes), tolerance / 2);
+    what = "its KV cache lacked " + format_bytes(static_cast<std::uint64_t>(-step.slack_bytes)) + " on the device";
+  } else if (step.slack_bytes > tolerance) {
+    shift = sub(prev, sub(step.slack_bytes, tolerance / 2));
+    what = "it left " + format_bytes(static_cast<std::uint64_t>(step.slack_bytes)) + " unused";
+  } else {
+    what = "it fitted within " + format_bytes(step.tolerance_bytes);
+  }
+  if (mode == SizingWhen::learned && shift < 0) shift = 0;
+  step.shift_bytes = shift;
+  const std::string told = shift == 0 ? "is left as the driver reports it"
+                           : shift > 0 ? "reports " + format_bytes(static_cast<std::uint64_t>(shift)) +
+                                             " less free memory than the driver"
+                                       : "reports " + format_bytes(static_cast<std::uint64_t>(-shift)) +
+                                             " more free memory than the driver";
+  step.reason = "the last start was shifted by " + signed_bytes(clamp_signed(previous.sizing_shift_bytes)) +
+                (moved.empty() ? "" : ", " + signed_bytes(sub(prev, previous.sizing_shift_bytes)) + " more for the share" + moved) +
+                " and " + what +
+                (beyond_headroom ? " (serving needed " + format_bytes(beyond_headroom) + " beyond its headroom)" : "") +
+                ": this start's sizing query " + told;
+  return step;
+}
+
+std::uint64_t shifted_free(std::uint64_t driver_free, std::int64_t shift_bytes, std::uint64_t device_total) {
+  const std::int64_t free = as_signed(driver_free);
+  const std::int64_t told = sub(free, shift_bytes);
+  if (told <= 0) return 0;
+  const auto out = static_cast<std::uint64_t>(told);
+  return device_total != 0 ? std::min(out, device_total) : out;
+}
+
+std::string same_start_flags(const EngineProfile& engine, std::int64_t shift_bytes, std::uint64_t kv_bytes,
+                             std::uint64_t device_total) {
+  if (shift_bytes == 0) return "";
+  switch (engine.kind) {
+    case EngineKind::vllm:
+      return "--kv-cache-memory " + std::to_string(kv_bytes);
+    case EngineKind::sglang: {
+      if (device_total == 0) return "";
+      const double share = engine.mem_fraction_static.value_or(0.0);
+      if (!engine.mem_fraction_static) return "";
+      const double moved = share - static_cast<double>(shift_bytes) / static_cast<double>(device_total);
+      const double rounded = std::floor(moved * 10000.0 + 1e-9) / 10000.0;
+      return rounded > 0 ? "--mem-fraction-static " + share_text(rounded) : "";
+    }
+    case EngineKind::other:
+      break;
+  }
+  return "";
+}
+
+}  // namespace kvremap::policy
