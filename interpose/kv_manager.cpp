@@ -357,8 +357,12 @@ void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t 
   const policy::ProfileKey key = profile_key(k, d.device);
   policy::Profile p;
   p.key = policy::key_text(key);
-  for (const Placement& r : d.regions)
-    if (r.kv) p.kv_requested_bytes += r.requested;
+  for (const Placement& r : d.regions) {
+    if (!r.kv) continue;
+    p.kv_requested_bytes += r.requested;
+    ++p.kv_tensors;
+  }
+  p.granularity_bytes = d.arena ? d.arena->granularity() : 0;
   const auto windows = post_kv_windows(d.device);
   for (std::size_t i = 0; i < windows.size(); ++i) {
     const CategoryWindow& w = windows[i];
@@ -791,9 +795,9 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
   d.applied_shift = d.step->shift_bytes;
   std::string args = fmt::format(
       R"({{"device":{},"query_index":{},"phase":"{}","driver_free":{},"reported_free":{},"shift_bytes":{},)"
-      R"("sizing":"{}","previous_margin_bytes":{},"previous_shift_bytes":{},"slack_bytes":{},"tolerance_bytes":{},"profile":)",
+      R"("sizing":"{}","previous_margin_bytes":{},"previous_shift_bytes":{},"slack_bytes":{},"target_kv_bytes":{},"step_bytes":{},"profile":)",
       device, q.index, q.phase, reported, told, d.step->shift_bytes, policy::to_string(options().sizing), d.previous->margin_bytes, d.previous->sizing_shift_bytes,
-      d.step->slack_bytes, d.step->tolerance_bytes);
+      d.step->slack_bytes, d.step->target_kv_bytes, d.step->step_bytes);
   append_json_string(args, d.previous_path);
   args += R"(,"reason":)";
   append_json_string(args, d.step->reason);

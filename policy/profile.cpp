@@ -267,6 +267,9 @@ ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
   if (p.key != expected_key) return refuse("written for another configuration (its key does not match)");
 
   p.kv_requested_bytes = fields.uint(root, "kv_requested_bytes", "kv_requested_bytes");
+  p.kv_tensors = static_cast<std::uint32_t>(
+      fields.uint(root, "kv_tensors", "kv_tensors", std::numeric_limits<std::uint32_t>::max()));
+  p.granularity_bytes = fields.uint(root, "granularity_bytes", "granularity_bytes");
   p.headroom_bytes = fields.uint(root, "headroom_bytes", "headroom_bytes");
   p.margin_bytes = fields.int64(root, "margin_bytes", "margin_bytes");
   p.sizing_shift_bytes = fields.int64(root, "sizing_shift_bytes", "sizing_shift_bytes");
@@ -378,6 +381,8 @@ std::string to_json(const Profile& profile) {
   out["measured_at"] = profile.measured_at;
   out["written_at"] = profile.written_at;
   out["kv_requested_bytes"] = profile.kv_requested_bytes;
+  out["kv_tensors"] = profile.kv_tensors;
+  out["granularity_bytes"] = profile.granularity_bytes;
   out["headroom_bytes"] = profile.headroom_bytes;
   out["margin_bytes"] = profile.margin_bytes;
   out["sizing_shift_bytes"] = profile.sizing_shift_bytes;

@@ -70,6 +70,8 @@ struct Profile {
   std::uint32_t schema_version = kProfileSchemaVersion;
   std::string key;  // key_text() of the configuration
   std::uint64_t kv_requested_bytes = 0;
+  std::uint32_t kv_tensors = 0;          // how many tensors the KV cache had
+  std::uint64_t granularity_bytes = 0;  // the device's VMM granularity (KV tensors are multiples of it)
   std::array<PostKvPeak, kCategoryCount> post_kv{};  // indexed by Category
   std::optional<std::uint64_t> serving_peak_bytes;   // known at exit only
   std::int64_t margin_bytes = 0;                      // commit margin; negative: deficit

@@ -38,12 +38,6 @@ std::optional<std::string> sizing_not_applicable(const EngineProfile& engine) {
   return std::nullopt;
 }
 
-std::uint64_t sizing_tolerance_bytes(std::uint64_t kv_requested_bytes) {
-  // 64 MiB: above any engine's block of KV (vLLM's is the block size times the per-token bytes of
-  // all layers, a few MiB); 1/256 of the KV keeps the band in proportion on large caches.
-  return std::max<std::uint64_t>(std::uint64_t{64} << 20, kv_requested_bytes / 256);
-}
-
 std::optional<double> memory_share(const EngineProfile& engine) {
   if (engine.kind != EngineKind::vllm || engine.kv_cache_memory) return std::nullopt;
   return engine.gpu_memory_utilization.value_or(kVllmDefaultUtilization);
@@ -52,7 +46,6 @@ std::optional<double> memory_share(const EngineProfile& engine) {
 SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<double> share,
                        std::uint64_t device_total) {
   SizingStep step;
-  step.tolerance_bytes = sizing_tolerance_bytes(previous.kv_requested_bytes);
   const std::uint64_t serving = previous.serving_peak_bytes.value_or(0);
   const std::uint64_t beyond_headroom = serving > previous.headroom_bytes ? serving - previous.headroom_bytes : 0;
   step.slack_bytes = sub(previous.margin_bytes, as_signed(beyond_headroom));
@@ -67,24 +60,25 @@ SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<d
     std::snprintf(buf, sizeof buf, " (%.4g then, %.4g now)", *previous.memory_share, *share);
     moved = buf;
   }
-  const std::int64_t tolerance = as_signed(step.tolerance_bytes);
   if (mode == SizingWhen::engine) {
     step.reason = "KVREMAP_SIZING=engine: the engine sizes its KV cache alone";
     return step;
   }
-  std::int64_t shift = prev;
-  std::string what;
-  if (step.slack_bytes < 0) {
-    shift = add(sub(prev, step.slack_bytes), tolerance / 2);
-    what = "its KV cache lacked " + format_bytes(static_cast<std::uint64_t>(-step.slack_bytes)) + " on the device";
-  } else if (step.slack_bytes > tolerance) {
-    shift = sub(prev, sub(step.slack_bytes, tolerance / 2));
-    what = "it left " + format_bytes(static_cast<std::uint64_t>(step.slack_bytes)) + " unused";
-  } else {
-    what = "it fitted within " + format_bytes(step.tolerance_bytes);
-  }
-  if (mode == SizingWhen::learned && shift < 0) shift = 0;
+  const std::int64_t kv = as_signed(previous.kv_requested_bytes);
+  const std::uint64_t tensors = std::max<std::uint64_t>(previous.kv_tensors, 1);
+  const std::uint64_t granule = std::max<std::uint64_t>(previous.granularity_bytes, 1);
+  step.step_bytes = std::min<std::uint64_t>(tensors * std::min<std::uint64_t>(granule, kLimit), kLimit);
+  const std::int64_t fits = sub(add(kv, step.slack_bytes), as_signed(kSizingCushionBytes));
+  const std::int64_t unit = as_signed(step.step_bytes);
+  const std::int64_t target = fits > 0 ? fits / unit * unit : 0;
+  step.target_kv_bytes = static_cast<std::uint64_t>(target);
+  std::int64_t shift = add(prev, sub(kv, target));
+  const bool clamped = mode == SizingWhen::learned && shift < 0;
+  if (clamped) shift = 0;
   step.shift_bytes = shift;
+  const std::string what =
+      step.slack_bytes < 0 ? "its KV cache lacked " + format_bytes(static_cast<std::uint64_t>(-step.slack_bytes)) + " on the device"
+                           : "the device held " + format_bytes(static_cast<std::uint64_t>(step.slack_bytes)) + " more KV";
   const std::string told = shift == 0 ? "is left as the driver reports it"
                            : shift > 0 ? "reports " + format_bytes(static_cast<std::uint64_t>(shift)) +
                                              " less free memory than the driver"
@@ -94,7 +88,8 @@ SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<d
                 (moved.empty() ? "" : ", " + signed_bytes(sub(prev, previous.sizing_shift_bytes)) + " more for the share" + moved) +
                 " and " + what +
                 (beyond_headroom ? " (serving needed " + format_bytes(beyond_headroom) + " beyond its headroom)" : "") +
-                ": this start's sizing query " + told;
+                (clamped ? ": this start's sizing query " + told + " (learned sizing never gives more KV than the engine asks for)"
+                         : ": for " + format_bytes(step.target_kv_bytes) + " of KV this start's sizing query " + told);
   return step;
 }
 

@@ -18,21 +18,25 @@ std::optional<std::string> sizing_not_applicable(const EngineProfile& engine);
 // Both engines size their KV cache linearly from the free memory their sizing query returns
 // (vLLM: through the non-torch memory growth since its first snapshot; SGLang: what is free after
 // the weights less its reserve), so reporting S bytes less free memory there gives S bytes less KV,
-// rounded down to the engine's block size.
+// rounded down to the engine's step: whole blocks, whole granules per tensor.
 //
-// The margin a start measured at its commit (free memory less the KV and the headroom), less what
-// serving needed beyond that headroom, is what the next start can add (> 0) or must take away (< 0).
-// Small surpluses are left alone: an engine rounds its KV down to whole blocks, so handing back a
-// surplus exactly could round up past it on the next start. Inside the band [0, tolerance] the shift
-// stays where it is; outside it, the next start aims at half the tolerance.
-std::uint64_t sizing_tolerance_bytes(std::uint64_t kv_requested_bytes);
+// A start's commit measured how much KV the device held beside the headroom: its KV cache plus its
+// margin, less what serving needed beyond the headroom. The next start aims at the largest multiple
+// of the KV step at least kSizingCushionBytes below that, and since the engine rounds down from
+// where the last start's shift left it, moving the shift by exactly (last KV - target) lands the
+// engine on the target whatever the remainder was: one step, then no further change. The step is
+// the tensors' count times the VMM granularity (the arena's tensors are multiples of it), at least
+// as coarse as any engine's block; the cushion covers finer engine blocks and run-to-run noise in
+// the driver's free memory.
+inline constexpr std::uint64_t kSizingCushionBytes = std::uint64_t{8} << 20;
 
 struct SizingStep {
   // How much less free memory than the driver's figure the sizing query reports (negative: more).
   std::int64_t shift_bytes = 0;
-  std::int64_t slack_bytes = 0;     // the measured margin less serving's need beyond the headroom
-  std::uint64_t tolerance_bytes = 0;
-  std::string reason;               // one line: what the profile measured and what follows
+  std::int64_t slack_bytes = 0;       // the measured margin less serving's need beyond the headroom
+  std::uint64_t target_kv_bytes = 0;  // the KV cache this start should get
+  std::uint64_t step_bytes = 0;       // the KV step the target is a multiple of
+  std::string reason;                 // one line: what the profile measured and what follows
 };
 
 // The share of the device that sizes this engine's KV cache, as Profile::memory_share records it:

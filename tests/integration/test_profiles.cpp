@@ -2,8 +2,10 @@
 // and rank, what the commit measured in it, no effect on the engine when it cannot be written, never a
 // half-written file under the final name.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/options.h"
 #include "policy/profile.h"
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
@@ -210,4 +213,316 @@ TEST(Profiles, AKillNeverLeavesAPartialProfile) {
     }
   }
   std::printf("kills that left a profile: %d of %d\n", with_profile, kPoints);
+}
+
+// ---- Learned sizing: the next start, sized from the profile --------------------------------------
+
+namespace {
+
+// One start's outcome: its exit, its trace (one per process) and the figures its kv events give.
+struct Start {
+  RunResult run;
+  std::vector<kvremap::trace::Trace> traces;
+  const kvremap::trace::OtherEvent* event(const std::string& name, std::size_t process = 0) const {
+    return process < traces.size() ? find_event(traces[process], name) : nullptr;
+  }
+  std::uint64_t u(const std::string& name, const char* field, std::size_t process = 0) const {
+    const auto* e = event(name, process);
+    return e ? e->args.at(field).get<std::uint64_t>() : 0;
+  }
+  std::int64_t i(const std::string& name, const char* field, std::size_t process = 0) const {
+    const auto* e = event(name, process);
+    return e ? e->args.at(field).get<std::int64_t>() : 0;
+  }
+};
+
+Start start(const std::vector<std::string>& argv, const std::string& profiles, std::vector<std::string> extra = {},
+            int ranks = 1) {
+  const std::string traces = make_temp_dir();
+  std::vector<std::string> env = defer_env(traces, profiles, ranks);
+  env.insert(env.end(), extra.begin(), extra.end());
+  Start s;
+  s.run = run_program(argv, env, {}, 240);
+  for (const std::string& f : trace_files(traces)) {
+    s.traces.push_back(kvremap::trace::read_trace(f));
+    EXPECT_EQ(kvremap::trace::validate(s.traces.back()), std::vector<std::string>{}) << f;
+  }
+  // Rank order: by the device each process committed on.
+  std::sort(s.traces.begin(), s.traces.end(), [](const auto& a, const auto& b) {
+    const auto device = [](const kvremap::trace::Trace& t) {
+      const auto* e = find_event(t, "kv deferred");
+      return e ? e->args.at("device").get<int>() : -1;
+    };
+    return device(a) < device(b);
+  });
+  return s;
+}
+
+// The largest KV cache the device held beside the headroom at the first start's commit: the
+// driver's free memory then (the KV cache on scratch) less the headroom.
+std::uint64_t oracle_kv(const Start& first, std::size_t process = 0) {
+  return first.u("kv commit plan", "device_free_bytes", process) - first.u("kv commit plan", "headroom_bytes", process);
+}
+
+std::vector<std::string> sglang_argv(const std::string& fraction) {
+  return {link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static",
+          fraction};
+}
+
+std::vector<std::string> vllm_argv(const std::string& utilization) {
+  return {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", utilization};
+}
+
+// The checks every sized second start must pass: it started and served (the engine verified its KV
+// reads; the simulator's serving oracle fails any access to scratch-backed KV), every KV byte on the
+// device with the headroom kept, and at least 99.5% of what the device could hold.
+void expect_fits_on_device(const Start& second, std::uint64_t oracle, std::size_t process = 0) {
+  EXPECT_EQ(second.run.exit_code, 0) << second.run.out << second.run.err;
+  ASSERT_NE(second.event("kv committed", process), nullptr);
+  EXPECT_EQ(second.u("kv committed", "host_bytes", process), 0u);
+  EXPECT_GE(second.i("kv committed", "margin_bytes", process), 0);
+  const std::uint64_t kv = second.u("kv committed", "kv_bytes", process);
+  EXPECT_GE(static_cast<double>(kv), 0.995 * static_cast<double>(oracle)) << kv << " of " << oracle;
+  EXPECT_LE(kv, oracle);
+}
+
+}  // namespace
+
+// The seed at 0.95: the first start's KV cache lacks 0.51 GiB beside the headroom (host tail); the
+// second, sized from its profile, holds all of its KV cache on the device, within 0.5% of what fits;
+// a third start changes nothing.
+TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
+  const std::string profiles = make_temp_dir();
+  const Start first = start(vllm_argv("0.95"), profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_GT(first.u("kv committed", "host_bytes"), 0u) << "the first start has a deficit";
+  EXPECT_EQ(first.event("kv sizing adjusted"), nullptr) << "no profile yet";
+  const std::uint64_t deficit = first.u("kv committed", "deficit_bytes");
+
+  const Start second = start(vllm_argv("0.95"), profiles, {"KVREMAP_LOG_LEVEL=info"});
+  expect_fits_on_device(second, oracle_kv(first));
+  const auto* adjusted = second.event("kv sizing adjusted");
+  ASSERT_NE(adjusted, nullptr) << second.run.err;
+  EXPECT_GE(adjusted->args.at("shift_bytes").get<std::int64_t>(), static_cast<std::int64_t>(deficit));
+  EXPECT_EQ(adjusted->args.at("driver_free").get<std::uint64_t>() - adjusted->args.at("reported_free").get<std::uint64_t>(),
+            adjusted->args.at("shift_bytes").get<std::uint64_t>());
+  EXPECT_EQ(second.traces[0].checkpoints.at(adjusted->args.at("query_index").get<std::size_t>()).returned_free,
+            adjusted->args.at("reported_free").get<std::uint64_t>());
+  EXPECT_EQ(second.traces[0].checkpoints.at(0).returned_free, second.traces[0].checkpoints.at(0).driver_free)
+      << "the start-up check's query is never moved";
+  // The adjusted query is the one the engine sized from (the commit counts a shift only then).
+  EXPECT_EQ(second.i("kv committed", "sizing_shift_bytes"), adjusted->args.at("shift_bytes").get<std::int64_t>());
+  EXPECT_EQ(second.event("kv committed")->args.at("same_start_flags").get<std::string>(),
+            "--kv-cache-memory " + std::to_string(second.u("kv committed", "kv_bytes")));
+  EXPECT_NE(second.run.err.find("sized from profile"), std::string::npos) << "one info line";
+
+  const Start third = start(vllm_argv("0.95"), profiles);
+  expect_fits_on_device(third, oracle_kv(first));
+  EXPECT_EQ(third.u("kv committed", "kv_bytes"), second.u("kv committed", "kv_bytes")) << "settled";
+}
+
+// At 0.9 the first start fits with GiBs to spare. `learned` never gives more KV than the engine asks
+// for; `fit` grows the KV cache into the surplus: more KV than stock at 0.9, still all on the device.
+TEST(LearnedSizing, FitGrowsTheKvCacheIntoTheMeasuredSurplus) {
+  const std::string profiles = make_temp_dir();
+  const Start first = start(vllm_argv("0.9"), profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_GT(first.i("kv committed", "margin_bytes"), 0);
+  const std::uint64_t stock_kv = first.u("kv committed", "kv_bytes");
+  EXPECT_EQ(first.u("kv committed", "host_bytes"), 0u);
+
+  const Start learned = start(vllm_argv("0.9"), profiles);
+  EXPECT_EQ(learned.run.exit_code, 0);
+  EXPECT_EQ(learned.u("kv committed", "kv_bytes"), stock_kv);
+  EXPECT_EQ(learned.event("kv sizing adjusted"), nullptr);
+  ASSERT_NE(learned.event("kv sizing unchanged"), nullptr);
+
+  const Start fit = start(vllm_argv("0.9"), profiles, {"KVREMAP_SIZING=fit"});
+  expect_fits_on_device(fit, oracle_kv(first));
+  EXPECT_GT(fit.u("kv committed", "kv_bytes"), stock_kv + (2ULL << 30)) << "more KV than stock at 0.9";
+  EXPECT_LT(fit.i("kv sizing adjusted", "shift_bytes"), 0);
+}
+
+// A profile written at another --gpu-memory-utilization sizes this start too: the engine asks for
+// the difference times the device more KV, and the shift takes it away, so the first start at 0.95
+// after one at 0.9 already fits.
+TEST(LearnedSizing, AProfileFromAnotherUtilisationSizesThisOne) {
+  const std::string profiles = make_temp_dir();
+  const Start at_09 = start(vllm_argv("0.9"), profiles);
+  ASSERT_EQ(at_09.run.exit_code, 0);
+  const Start reference = start(vllm_argv("0.95"), make_temp_dir());
+  const Start at_095 = start(vllm_argv("0.95"), profiles);
+  expect_fits_on_device(at_095, oracle_kv(reference));
+  ASSERT_NE(at_095.event("kv sizing adjusted"), nullptr);
+}
+
+// The SGLang-like start-up at 0.9 (its reserve is what --mem-fraction-static leaves): the first
+// start lacks a little on the device; the second fits.
+TEST(LearnedSizing, TheSecondSglangStartFitsOnTheDevice) {
+  const std::string profiles = make_temp_dir();
+  const Start first = start(sglang_argv("0.9"), profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_GT(first.u("kv committed", "deficit_bytes"), 0u);
+  const Start second = start(sglang_argv("0.9"), profiles);
+  expect_fits_on_device(second, oracle_kv(first));
+  ASSERT_NE(second.event("kv sizing adjusted"), nullptr);
+  EXPECT_EQ(second.event("kv committed")->args.at("same_start_flags").get<std::string>().rfind("--mem-fraction-static 0.", 0),
+            0u);
+}
+
+// Two ranks, each its own process and profile: both second starts fit.
+TEST(LearnedSizing, EveryRankOfAMultiRankLaunchIsSizedFromItsOwnProfile) {
+  const std::string profiles = make_temp_dir();
+  std::vector<std::string> argv = vllm_argv("0.95");
+  argv.insert(argv.end(), {"--ranks", "2"});
+  const Start first = start(argv, profiles, {}, 2);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_EQ(first.traces.size(), 2u);
+  const Start second = start(argv, profiles, {}, 2);
+  ASSERT_EQ(second.traces.size(), 2u);
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_GT(first.u("kv committed", "host_bytes", rank), 0u);
+    expect_fits_on_device(second, oracle_kv(first, rank), rank);
+    ASSERT_NE(second.event("kv sizing adjusted", rank), nullptr);
+    EXPECT_NE(second.event("kv sizing adjusted", rank)->args.at("profile").get<std::string>().find(
+                  "-rank" + std::to_string(rank) + ".json"),
+              std::string::npos);
+  }
+}
+
+// KVREMAP_DEFICIT=restart: the first start writes its profile and exits with status 75 before
+// serving; the next start is sized from it and serves. A start that was sized from a profile never
+// asks for a restart again.
+TEST(LearnedSizing, RestartExitsWithTheProfileWrittenBeforeServing) {
+  const std::string profiles = make_temp_dir();
+  const Start first = start(vllm_argv("0.95"), profiles, {"KVREMAP_DEFICIT=restart"});
+  EXPECT_EQ(first.run.exit_code, kvremap::policy::kExitRestartForProfile) << first.run.err;
+  EXPECT_EQ(first.run.out.find("KV verified"), std::string::npos) << "stopped before serving";
+  EXPECT_NE(first.run.err.find("exiting with status 75"), std::string::npos) << first.run.err;
+  ASSERT_NE(first.event("kv restart"), nullptr);
+  EXPECT_EQ(first.event("kv committed"), nullptr);
+  ASSERT_EQ(contents(profiles).profiles.size(), 1u);
+  const auto profile = read_back(contents(profiles).profiles[0]);
+  ASSERT_TRUE(profile.profile) << profile.problem;
+  EXPECT_LT(profile.profile->margin_bytes, 0);
+
+  const Start second = start(vllm_argv("0.95"), profiles, {"KVREMAP_DEFICIT=restart"});
+  EXPECT_EQ(second.run.exit_code, 0) << second.run.err;
+  EXPECT_EQ(second.event("kv restart"), nullptr);
+  EXPECT_EQ(second.u("kv committed", "host_bytes"), 0u);
+}
+
+// A profile the next start contradicts (its post-KV work grew): that start is shifted by the old
+// profile, still commits correctly (the rest on host memory), and rewrites the profile, so the start
+// after it fits again.
+TEST(LearnedSizing, AStaleProfileIsUpdatedByTheStartItMisjudged) {
+  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
+  const std::string scenario = dir + "/seed.json";
+  const std::string text = slurp(SEED_SCENARIO);
+  std::ofstream(scenario) << text;
+  std::vector<std::string> argv = vllm_argv("0.95");
+  argv[2] = scenario;
+  const Start first = start(argv, profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  const Start second = start(argv, profiles);
+  ASSERT_EQ(second.u("kv committed", "host_bytes"), 0u);
+
+  // Autotuning now keeps 1 GiB more resident: the same command line, a larger post-KV need.
+  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  ASSERT_NE(grown, text);
+  std::ofstream(scenario, std::ios::trunc) << grown;
+  const Start stale = start(argv, profiles);
+  EXPECT_EQ(stale.run.exit_code, 0) << stale.run.err;
+  ASSERT_NE(stale.event("kv sizing adjusted"), nullptr) << "the old profile sized it";
+  EXPECT_GT(stale.u("kv committed", "host_bytes"), 0u) << "and the KV cache did not fit";
+  const auto updated = read_back(contents(profiles).profiles.at(0));
+  ASSERT_TRUE(updated.profile) << updated.problem;
+  EXPECT_LT(updated.profile->margin_bytes, 0) << "the profile now holds the stale start's figures";
+  EXPECT_EQ(updated.profile->sizing_shift_bytes, stale.i("kv sizing adjusted", "shift_bytes"));
+
+  const Start fourth = start(argv, profiles);
+  const Start reference = start(argv, make_temp_dir());
+  expect_fits_on_device(fourth, oracle_kv(reference));
+}
+
+// A corrupt profile, or one of another schema version, under the configuration's name: one warning
+// naming it, the engine sizes the start alone, and the commit writes a good profile over it.
+TEST(LearnedSizing, ACorruptOrForeignProfileIsIgnoredWithOneWarning) {
+  const std::string reference_dir = make_temp_dir();
+  const Start reference = start(vllm_argv("0.95"), reference_dir);
+  ASSERT_EQ(reference.run.exit_code, 0);
+  const std::string name = fs::path(contents(reference_dir).profiles.at(0)).filename().string();
+  const std::string good = slurp(contents(reference_dir).profiles.at(0));
+  std::string foreign = good;
+  foreign.replace(foreign.find("\"schema_version\": 2"), 19, "\"schema_version\": 9");
+  for (const auto& [what, text] : std::vector<std::pair<std::string, std::string>>{
+           {"corrupt", good.substr(0, good.size() / 3)}, {"foreign", foreign}, {"not JSON", "\x01\x02garbage"}}) {
+    SCOPED_TRACE(what);
+    const std::string profiles = make_temp_dir();
+    std::ofstream(profiles + "/" + name) << text;
+    const Start s = start(vllm_argv("0.95"), profiles);
+    EXPECT_EQ(s.run.exit_code, 0) << s.run.err;
+    EXPECT_EQ(s.u("kv committed", "kv_bytes"), reference.u("kv committed", "kv_bytes")) << "sized by the engine";
+    std::size_t warnings = 0;
+    std::istringstream lines(s.run.err);
+    for (std::string line; std::getline(lines, line);) warnings += line.find("profile ignored") != std::string::npos;
+    EXPECT_EQ(warnings, 1u) << s.run.err;
+    ASSERT_NE(s.event("kv profile ignored"), nullptr);
+    EXPECT_TRUE(read_back(profiles + "/" + name).profile) << "rewritten whole by the commit";
+  }
+}
+
+// Two starts of one configuration at once, writing the same profile: the file is always one whole
+// profile, and no temporary file is left.
+TEST(LearnedSizing, ConcurrentStartsNeverTearTheProfile) {
+  const std::string profiles = make_temp_dir();
+  const std::vector<std::string> env = defer_env(make_temp_dir(), profiles);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<std::string> argv = vllm_argv("0.95");
+    const pid_t pid = fork();
+    if (pid == 0) _exit(run_program(argv, env, {}, 120).exit_code);
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  const DirContents c = contents(profiles);
+  ASSERT_EQ(c.profiles.size(), 1u);
+  EXPECT_EQ(c.others, std::vector<std::string>{});
+  EXPECT_TRUE(read_back(c.profiles[0]).profile);
+}
+
+// `engine` leaves the sizing query alone whatever the profile says; a KV size given on the command
+// line is not sized from a query, so no profile moves it.
+TEST(LearnedSizing, EngineModeAndAGivenKvSizeAreNeverMoved) {
+  const std::string profiles = make_temp_dir();
+  ASSERT_EQ(start(vllm_argv("0.95"), profiles).run.exit_code, 0);
+  const Start engine = start(vllm_argv("0.95"), profiles, {"KVREMAP_SIZING=engine"});
+  EXPECT_EQ(engine.event("kv sizing adjusted"), nullptr);
+  EXPECT_GT(engine.u("kv committed", "host_bytes"), 0u);
+
+  std::vector<std::string> given = vllm_argv("0.95");
+  given.insert(given.end(), {"--kv-cache-memory", "22GiB"});
+  const std::string given_profiles = make_temp_dir();
+  ASSERT_EQ(start(given, given_profiles).run.exit_code, 0);
+  const Start again = start(given, given_profiles);
+  EXPECT_EQ(again.event("kv sizing adjusted"), nullptr);
+  ASSERT_NE(again.event("kv sizing unchanged"), nullptr);
+  EXPECT_NE(again.event("kv sizing unchanged")->args.at("reason").get<std::string>().find("--kv-cache-memory"),
+            std::string::npos);
+}
+
+// Defer is the default: LD_PRELOAD alone starts the seed at 0.95, where stock runs out of memory.
+TEST(LearnedSizing, APlainPreloadStartsTheSeedWhereStockRunsOutOfMemory) {
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO);
+  const RunResult stock = run_program(vllm_argv("0.95"), env, {"LD_PRELOAD", "KVREMAP_MODE"}, 120);
+  EXPECT_EQ(stock.exit_code, 5) << stock.err;
+  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + make_temp_dir()});
+  const RunResult r = run_program(vllm_argv("0.95"), env, {"KVREMAP_MODE"}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("started, KV"), std::string::npos);
 }

@@ -12,76 +12,84 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
+constexpr std::int64_t kCushion = static_cast<std::int64_t>(kSizingCushionBytes);
 
+// 48 tensors of 2 MiB granules: a KV step of 96 MiB.
 Profile measured(std::int64_t margin, std::int64_t shift = 0, std::uint64_t kv = 20 * kGiB) {
   Profile p;
   p.kv_requested_bytes = kv;
+  p.kv_tensors = 48;
+  p.granularity_bytes = 2 * kMiB;
   p.margin_bytes = margin;
   p.sizing_shift_bytes = shift;
   p.headroom_bytes = 3 * kGiB;
   return p;
 }
 
-// A stand-in engine: KV is what its sizing query leaves, rounded down to whole blocks; the start's
-// margin is what the device holds for KV beyond it. Returns the next profile.
+constexpr std::int64_t s64(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+// A stand-in engine: its KV cache is what its sizing query leaves, rounded down to whole blocks of
+// all its tensors; the device holds `fits` bytes of KV beside the headroom. Returns the profile its
+// start writes.
 struct Engine {
-  std::uint64_t sizes_from = 24 * kGiB;  // KV the engine sizes with the driver's true figure
-  std::uint64_t fits = 23 * kGiB + 300 * kMiB;  // KV the device holds with the headroom kept
-  std::uint64_t block = 5 * kMiB + 123;
+  std::uint64_t sizes_from = 24 * kGiB + 37 * kMiB + 12345;  // KV the engine sizes with the driver's figure
+  std::uint64_t fits = 23 * kGiB + 300 * kMiB + 777;
+  std::uint64_t block = 96 * kMiB;  // per-tensor rounding times 48 tensors
   Profile start(std::int64_t shift) const {
-    const auto told = static_cast<std::int64_t>(sizes_from) - shift;
+    const std::int64_t told = s64(sizes_from) - shift;
     const std::uint64_t kv = static_cast<std::uint64_t>(told) / block * block;
-    return measured(static_cast<std::int64_t>(fits) - static_cast<std::int64_t>(kv), shift, kv);
+    return measured(s64(fits) - s64(kv), shift, kv);
   }
 };
 
 }  // namespace
 
-TEST(Sizing, ADeficitShrinksByItPlusHalfTheTolerance) {
-  const SizingStep s = next_sizing(measured(-526 * static_cast<std::int64_t>(kMiB)), SizingWhen::learned);
-  EXPECT_EQ(s.tolerance_bytes, 80 * kMiB) << "1/256 of 20 GiB";
-  EXPECT_EQ(s.slack_bytes, -526 * static_cast<std::int64_t>(kMiB));
-  EXPECT_EQ(s.shift_bytes, static_cast<std::int64_t>(526 * kMiB + 40 * kMiB));
+TEST(Sizing, ADeficitShrinksToTheLargestStepThatFitsBelowTheCushion) {
+  const Profile p = measured(-s64(526 * kMiB));
+  const SizingStep s = next_sizing(p, SizingWhen::learned);
+  EXPECT_EQ(s.step_bytes, 96 * kMiB);
+  EXPECT_EQ(s.slack_bytes, -s64(526 * kMiB));
+  // 20 GiB - 526 MiB - 8 MiB = 19946 MiB, down to 207 steps of 96 MiB = 19872 MiB.
+  EXPECT_EQ(s.target_kv_bytes, 19872 * kMiB);
+  EXPECT_EQ(s.shift_bytes, s64(20 * kGiB - 19872 * kMiB));
   EXPECT_NE(s.reason.find("lacked 526.00 MiB"), std::string::npos) << s.reason;
 }
 
 TEST(Sizing, ASurplusIsHandedBackOnlyUnderFit) {
-  const Profile p = measured(static_cast<std::int64_t>(2 * kGiB));
+  const Profile p = measured(s64(2 * kGiB));
   EXPECT_EQ(next_sizing(p, SizingWhen::learned).shift_bytes, 0) << "learned never grows beyond the engine's own figure";
-  EXPECT_EQ(next_sizing(p, SizingWhen::fit).shift_bytes, -static_cast<std::int64_t>(2 * kGiB - 40 * kMiB));
+  EXPECT_NE(next_sizing(p, SizingWhen::learned).reason.find("never gives more KV"), std::string::npos);
+  const SizingStep fit = next_sizing(p, SizingWhen::fit);
+  EXPECT_EQ(fit.target_kv_bytes, (20 * kGiB + 2 * kGiB - kSizingCushionBytes) / (96 * kMiB) * (96 * kMiB));
+  EXPECT_EQ(fit.shift_bytes, s64(20 * kGiB) - s64(fit.target_kv_bytes));
+  EXPECT_LT(fit.shift_bytes, 0);
   // An earlier shrink is given back under learned, down to none.
-  const Profile shrunk = measured(static_cast<std::int64_t>(2 * kGiB), static_cast<std::int64_t>(3 * kGiB));
-  EXPECT_EQ(next_sizing(shrunk, SizingWhen::learned).shift_bytes, static_cast<std::int64_t>(kGiB + 40 * kMiB));
-  const Profile little = measured(static_cast<std::int64_t>(2 * kGiB), static_cast<std::int64_t>(kGiB));
-  EXPECT_EQ(next_sizing(little, SizingWhen::learned).shift_bytes, 0);
-}
-
-TEST(Sizing, InsideTheBandTheShiftStays) {
-  for (std::int64_t margin : {std::int64_t{0}, std::int64_t{1}, static_cast<std::int64_t>(80 * kMiB)}) {
-    EXPECT_EQ(next_sizing(measured(margin, 777), SizingWhen::learned).shift_bytes, 777) << margin;
-    EXPECT_EQ(next_sizing(measured(margin, -777), SizingWhen::fit).shift_bytes, -777) << margin;
-  }
+  const Profile shrunk = measured(s64(2 * kGiB), s64(3 * kGiB));
+  EXPECT_EQ(next_sizing(shrunk, SizingWhen::learned).shift_bytes, s64(3 * kGiB) + fit.shift_bytes);
+  EXPECT_EQ(next_sizing(measured(s64(2 * kGiB), s64(kGiB)), SizingWhen::learned).shift_bytes, 0);
 }
 
 TEST(Sizing, ServingBeyondTheHeadroomIsTakenFromTheSurplus) {
-  Profile p = measured(static_cast<std::int64_t>(kGiB));
+  Profile p = measured(s64(kGiB));
   p.serving_peak_bytes = 5 * kGiB;  // 2 GiB beyond the 3 GiB headroom
   const SizingStep s = next_sizing(p, SizingWhen::fit);
-  EXPECT_EQ(s.slack_bytes, -static_cast<std::int64_t>(kGiB));
-  EXPECT_EQ(s.shift_bytes, static_cast<std::int64_t>(kGiB + 40 * kMiB));
+  EXPECT_EQ(s.slack_bytes, -s64(kGiB));
+  EXPECT_GE(s.shift_bytes, s64(kGiB) + kCushion);
   EXPECT_NE(s.reason.find("serving needed 2.00 GiB beyond its headroom"), std::string::npos) << s.reason;
   p.serving_peak_bytes = kGiB;  // below the headroom: nothing to take
-  EXPECT_EQ(next_sizing(p, SizingWhen::fit).slack_bytes, static_cast<std::int64_t>(kGiB));
+  EXPECT_EQ(next_sizing(p, SizingWhen::fit).slack_bytes, s64(kGiB));
 }
 
 // A profile from another --gpu-memory-utilization: the engine now asks for the difference times the
 // device more (or less) KV, and the shift takes it away again.
 TEST(Sizing, AnotherShareMovesTheShiftByTheDifference) {
-  Profile p = measured(static_cast<std::int64_t>(3 * kGiB));  // fitted at 0.9 with 3 GiB to spare
+  Profile p = measured(s64(3 * kGiB));  // fitted at 0.9 with 3 GiB to spare
   p.memory_share = 0.9;
-  EXPECT_EQ(next_sizing(p, SizingWhen::learned, 0.9, 80 * kGiB).shift_bytes, 0);
+  const std::int64_t same = next_sizing(p, SizingWhen::fit, 0.9, 80 * kGiB).shift_bytes;
+  EXPECT_EQ(next_sizing(p, SizingWhen::fit, 0.95, 80 * kGiB).shift_bytes, same + s64(4 * kGiB));
   const SizingStep s = next_sizing(p, SizingWhen::learned, 0.95, 80 * kGiB);
-  EXPECT_EQ(s.shift_bytes, static_cast<std::int64_t>(4 * kGiB - 3 * kGiB + 40 * kMiB));
+  EXPECT_EQ(s.shift_bytes, same + s64(4 * kGiB));
+  EXPECT_GT(s.shift_bytes, 0);
   EXPECT_NE(s.reason.find("4.00 GiB more for the share (0.9 then, 0.95 now)"), std::string::npos) << s.reason;
   EXPECT_EQ(next_sizing(p, SizingWhen::learned, 0.8, 80 * kGiB).shift_bytes, 0) << "less KV asked for: nothing to take";
   EXPECT_EQ(next_sizing(p, SizingWhen::learned, std::nullopt, 80 * kGiB).shift_bytes, 0) << "no share: nothing moves";
@@ -102,30 +110,41 @@ TEST(Sizing, TheShareIsVllmsUtilisation) {
 }
 
 TEST(Sizing, EngineModeNeverShifts) {
-  EXPECT_EQ(next_sizing(measured(-static_cast<std::int64_t>(kGiB), 5), SizingWhen::engine).shift_bytes, 0);
+  EXPECT_EQ(next_sizing(measured(-s64(kGiB), 5), SizingWhen::engine).shift_bytes, 0);
 }
 
-// The loop the library runs start after start: a deficit is gone on the second start, which holds
-// at least all but the tolerance of what fits, and nothing moves after that (no block rounding
-// pushes a later start over the edge).
+// The loop the library runs start after start, whatever the remainder the engine's rounding left:
+// the second start holds the largest multiple of the step below what fits less the cushion, and no
+// later start moves. With blocks finer than the step, every start still fits.
 TEST(Sizing, RepeatedStartsSettleAfterOneStep) {
   for (const SizingWhen mode : {SizingWhen::learned, SizingWhen::fit}) {
-    for (const std::uint64_t fits : {23 * kGiB + 300 * kMiB, 22 * kGiB, 25 * kGiB}) {
-      Engine e;
-      e.fits = fits;
-      Profile p = e.start(0);
-      const SizingStep step = next_sizing(p, mode);
-      const std::int64_t second = step.shift_bytes;
-      p = e.start(second);
-      if (mode == SizingWhen::fit || fits < e.sizes_from) {
-        EXPECT_GE(p.margin_bytes, 0) << fits;
-        EXPECT_LE(static_cast<std::uint64_t>(p.margin_bytes), step.tolerance_bytes / 2 + e.block) << fits;
-      }
-      for (int start = 3; start <= 6; ++start) {
-        const std::int64_t next = next_sizing(p, mode).shift_bytes;
-        EXPECT_EQ(next, second) << "start " << start << ", fits " << fits;
-        p = e.start(next);
-        EXPECT_GE(p.margin_bytes, 0);
+    for (const std::uint64_t fits : {23 * kGiB + 300 * kMiB + 777, 22 * kGiB + 5, 23 * kGiB + 95 * kMiB, 25 * kGiB}) {
+      for (const std::uint64_t block : {96 * kMiB, 3 * kMiB + 4096}) {
+        for (const std::uint64_t sizes_from : {24 * kGiB + 37 * kMiB + 12345, 24 * kGiB + 95 * kMiB}) {
+          SCOPED_TRACE(::testing::Message() << "fits " << fits << " block " << block << " from " << sizes_from);
+          Engine e;
+          e.fits = fits;
+          e.block = block;
+          e.sizes_from = sizes_from;
+          Profile p = e.start(0);
+          const bool shrinks = mode == SizingWhen::fit || fits < sizes_from;
+          const SizingStep step = next_sizing(p, mode);
+          std::int64_t shift = step.shift_bytes;
+          p = e.start(shift);
+          if (shrinks) {
+            EXPECT_GE(p.margin_bytes, kCushion);
+            EXPECT_LT(p.margin_bytes, kCushion + s64(step.step_bytes));
+          }
+          for (int start = 3; start <= 6; ++start) {
+            const std::int64_t next = next_sizing(p, mode).shift_bytes;
+            if (block == step.step_bytes) {
+              EXPECT_EQ(next, shift) << "start " << start;
+            }
+            shift = next;
+            p = e.start(next);
+            EXPECT_GE(p.margin_bytes, 0) << "start " << start;
+          }
+        }
       }
     }
   }
@@ -134,11 +153,15 @@ TEST(Sizing, RepeatedStartsSettleAfterOneStep) {
 TEST(Sizing, ExtremeFiguresNeverWrap) {
   Profile p = measured(std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
                        std::numeric_limits<std::uint64_t>::max());
+  p.kv_tensors = std::numeric_limits<std::uint32_t>::max();
+  p.granularity_bytes = std::numeric_limits<std::uint64_t>::max();
   p.serving_peak_bytes = std::numeric_limits<std::uint64_t>::max();
   const SizingStep s = next_sizing(p, SizingWhen::fit);
   EXPECT_GT(s.shift_bytes, 0);
   EXPECT_EQ(shifted_free(80 * kGiB, s.shift_bytes, 80 * kGiB), 0u);
   p = measured(std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min());
+  p.kv_tensors = 0;
+  p.granularity_bytes = 0;
   EXPECT_LT(next_sizing(p, SizingWhen::fit).shift_bytes, 0);
 }
 
