@@ -21,6 +21,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/exit_status.h"
@@ -40,9 +41,10 @@ constexpr std::array<int, 6> kForwardedSignals = {SIGINT, SIGTERM, SIGHUP, SIGQU
 // A signal that asks the command to end: after one, a deficit exit is the end, not a restart.
 bool asks_to_stop(int signal) { return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT; }
 
-// The forwarded signals and SIGCHLD stay blocked for the rest of kvremap's life and are read from a
-// signalfd: one that arrives between fork and exec, between two starts or while the summary is
-// written stays pending instead of being lost or killing kvremap before it can pass on the status.
+// While the command runs (and between its two starts) the forwarded signals and SIGCHLD are blocked
+// and read from a signalfd: one that arrives between fork and exec or between two starts stays
+// pending instead of being lost or killing kvremap before it can pass on the command's status. Once
+// the command is done they act as they did before, so a Ctrl-C can still stop a long summary.
 class SignalChannel {
  public:
   SignalChannel() {
@@ -55,9 +57,17 @@ class SignalChannel {
     default_action.sa_handler = SIG_DFL;
     sigaction(SIGCHLD, &default_action, &inherited_sigchld_);
     fd_ = signalfd(-1, &blocked_, SFD_CLOEXEC);
-    if (fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+    if (fd_ < 0) {
+      const int error = errno;
+      sigprocmask(SIG_SETMASK, &inherited_mask_, nullptr);
+      throw std::runtime_error(std::string("signalfd: ") + std::strerror(error));
+    }
   }
-  ~SignalChannel() { close(fd_); }
+  ~SignalChannel() {
+    close(fd_);
+    sigaction(SIGCHLD, &inherited_sigchld_, nullptr);
+    sigprocmask(SIG_SETMASK, &inherited_mask_, nullptr);
+  }
   SignalChannel(const SignalChannel&) = delete;
   SignalChannel& operator=(const SignalChannel&) = delete;
 
@@ -157,7 +167,7 @@ Start start_and_wait(const std::vector<std::string>& command, const std::vector<
     // Reap first: several SIGCHLDs may merge into one, and one may predate this start.
     const pid_t reaped = waitpid(child, &status, WNOHANG);
     if (reaped == child) return Start{status, 0};
-    if (reaped < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (reaped < 0 && errno != EINTR) throw std::runtime_error(std::string("waiting for it: ") + std::strerror(errno));
     const auto info = signals.next(/*wait=*/true);
     if (!info) {
       // The signalfd failed: fall back to waiting without forwarding rather than spin.
@@ -295,10 +305,11 @@ ProcessTrace read_process_trace(const std::string& path, int attempt) {
   return process;
 }
 
-void collect_new_traces(const std::string& dir, const std::set<std::string>& before, int attempt,
-                        std::vector<ProcessTrace>& out) {
+// The trace files that appeared since `before`, with the attempt they belong to.
+void note_new_traces(const std::string& dir, const std::set<std::string>& before, int attempt,
+                     std::vector<std::pair<std::string, int>>& out) {
   for (const std::string& name : trace_names(dir))
-    if (!before.contains(name)) out.push_back(read_process_trace(dir + "/" + name, attempt));
+    if (!before.contains(name)) out.emplace_back(dir + "/" + name, attempt);
 }
 
 void print_summary(const TraceDirectory& dir, const std::vector<ProcessTrace>& traces) {
@@ -369,8 +380,8 @@ int run_command(const RunOptions& options) {
 
   int status = 0;
   bool exec_failed = false;
-  std::vector<ProcessTrace> traces;
-  {
+  std::vector<std::pair<std::string, int>> new_traces;  // path, attempt
+  try {
     const SignalChannel signals;
     bool stop_requested = false;
     for (int attempt = 1; attempt <= 2; ++attempt) {
@@ -384,7 +395,7 @@ int run_command(const RunOptions& options) {
         break;
       }
       status = shell_status(start.wait_status);
-      collect_new_traces(trace_dir->path, before, attempt, traces);
+      note_new_traces(trace_dir->path, before, attempt, new_traces);
       // A stop signal that came while the command was exiting is still pending: it counts too.
       while (const auto info = signals.next(/*wait=*/false)) stop_requested |= asks_to_stop(info->ssi_signo);
       if (attempt == 2 || status != cli::kExitDeficitRestart || stop_requested) break;
@@ -392,8 +403,18 @@ int run_command(const RunOptions& options) {
                    "kvremap run: the first start had a KV deficit; its profile is written; starting again sized "
                    "from it\n");
     }
+  } catch (const std::exception& e) {
+    // No signalfd, or the command's status lost: nothing sensible to pass on.
+    std::fprintf(stderr, "kvremap run: cannot run '%s': %s\n", options.command[0].c_str(), e.what());
+    status = cli::kExitCannotExecute;
+    exec_failed = true;
   }
-  if (!exec_failed) print_summary(*trace_dir, traces);
+  if (!exec_failed) {
+    // Read once the signals act as usual again: a long trace's reading can be interrupted.
+    std::vector<ProcessTrace> traces;
+    for (const auto& [path, attempt] : new_traces) traces.push_back(read_process_trace(path, attempt));
+    print_summary(*trace_dir, traces);
+  }
   if (trace_dir->is_private) fs::remove_all(trace_dir->path, ec);
   return status;
 }
