@@ -1,4 +1,6 @@
-# Runs `kvremap` on good, bad and no input and checks each exit code: 0 ok, 1 trace problem, 2 usage.
+# Runs `kvremap` on good, bad and no input and checks each exit code: 0 ok, 1 trace problem, 2 usage;
+# `kvremap run` also: 126 command not executable, 127 command not found (else the command's own status,
+# tested with real commands in tests/integration/test_run.cpp).
 # Inputs made here (too large to keep as fixtures) go to WORK.
 function(expect_exit expected)
   execute_process(COMMAND ${KVREMAP} ${ARGN} RESULT_VARIABLE actual OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -16,6 +18,14 @@ expect_exit(1 report ${DATA}/does-not-exist.json)
 expect_exit(2 report)
 expect_exit(2 validate --no-such-flag ${DATA}/complete.json)
 expect_exit(2 no-such-subcommand)
+# `kvremap run` cases that never start a program (a started one would need the sanitizer runtime preloaded).
+expect_exit(2 run)
+expect_exit(2 run --)
+expect_exit(2 run --library ${WORK}/no-such-libkvremap.so -- true)
+expect_exit(2 run --trace-dir ${DATA}/complete.json/traces -- true)
+expect_exit(2 run --no-such-flag -- true)
+expect_exit(127 run -- ${WORK}/no-such-command)
+expect_exit(126 run -- ${DATA}/complete.json)
 
 # A trace that cannot be read: exit 1, nothing on stdout, and exactly one line on stderr that names
 # the file and matches `pattern` (no abort, no "ok, 0 events").

@@ -1,4 +1,4 @@
-// The kvremap CLI entry point; later issues add run, plot and replay subcommands.
+// The kvremap CLI entry point; later issues add plot and replay subcommands.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -8,15 +8,40 @@
 
 #include "interpose/version_number.h"
 #include "policy/options.h"
+#include "tools/exit_status.h"
 #include "tools/report.h"
+#include "tools/run_command.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
 
-// Exit codes shared by every subcommand, so scripts can tell a bad trace from a bad command line.
-constexpr int kExitOk = 0;
-constexpr int kExitTraceProblem = 1;
-constexpr int kExitUsage = 2;
+using kvremap::cli::kExitOk;
+using kvremap::cli::kExitTraceProblem;
+using kvremap::cli::kExitUsage;
+
+// The libkvremap.so this tool was built with: what `libpath` prints and `run` preloads by default.
+const std::string kBuiltLibrary = std::string(KVREMAP_BUILD_LIBDIR) + "/libkvremap.so";
+
+constexpr const char* kRunDescription = R"(kvremap run [OPTIONS] -- COMMAND [ARGS...]
+
+The command runs with LD_PRELOAD set to the entries it already has (kept first: a sanitizer runtime
+must stay ahead) followed by the library, unless one of them already is that file; KVREMAP_TRACE_DIR
+set to --trace-dir, else to the environment's KVREMAP_TRACE_DIR, else to a private directory removed
+at the end; KVREMAP_PROFILE_DIR set to --profile-dir when given. The rest of the environment is
+passed unchanged. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to kvremap are passed
+on to the command; those the terminal sends (Ctrl-C) reach it directly and are not sent twice.
+
+Restart: when the first start exits with status 75 (KVREMAP_DEFICIT=restart: a KV deficit, its
+profile written), the command is started once more with the same environment, sized from that
+profile. Never more than once, and not after SIGINT, SIGTERM, SIGHUP or SIGQUIT.
+
+At the end, one line per process and device whose trace appeared in the trace directory: the KV
+cache requested, committed on the device and on the host, the margin, the largest post-KV peaks, the
+profile used or written and the flags for the same start without kvremap.
+
+Exit status: the command's (of its last start), or 128+N when signal N killed it; 2 for a bad command
+line, a missing library or an unusable trace directory; 126 when the command cannot be executed,
+127 when it is not found.)";
 
 // Any failure to read one trace is one line on stderr naming the file, and exit status 1; the
 // reader reports its problems as TraceError, anything else (out of memory) is caught here too.
@@ -79,6 +104,18 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   auto* libpath = app.add_subcommand("libpath", "Print the path of the libkvremap.so this tool was built with");
 
+  kvremap::run::RunOptions run_options;
+  run_options.library = kBuiltLibrary;
+  auto* run = app.add_subcommand("run",
+                                 "Run a command under libkvremap.so, restart it once after a KV deficit, "
+                                 "summarise its KV cache per process");
+  run->add_option("--trace-dir", run_options.trace_dir, "Directory for the traces (created if missing)");
+  run->add_option("--profile-dir", run_options.profile_dir, "Directory for the profiles (KVREMAP_PROFILE_DIR)");
+  run->add_option("--library", run_options.library, "The libkvremap.so to preload")->capture_default_str();
+  // After "--" every word is the command's, options included.
+  run->add_option("COMMAND", run_options.command, "The command and its arguments")->allow_extra_args();
+  run->footer(kRunDescription);
+
   auto* help_env = app.add_subcommand("help-env", "Print the KVREMAP_* environment variables the library reads");
 
   std::vector<std::string> report_paths;
@@ -96,6 +133,9 @@ int main(int argc, char** argv) {
     if (error.get_exit_code() == 0) return app.exit(error);
     std::string message = error.what();
     std::replace(message.begin(), message.end(), '\n', ' ');
+    // Without "--", the command's own options look like run's.
+    if (run->parsed() && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr)
+      message += "; the command goes after '--'";
     std::fprintf(stderr, "kvremap: %s (see kvremap --help)\n", message.c_str());
     return kExitUsage;
   }
@@ -105,9 +145,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (libpath->parsed()) {
-    std::printf("%s/libkvremap.so\n", KVREMAP_BUILD_LIBDIR);
+    std::printf("%s\n", kBuiltLibrary.c_str());
     return kExitOk;
   }
+  if (run->parsed()) return kvremap::run::run_command(run_options);
   if (report->parsed()) return run_report(report_paths);
   if (validate->parsed()) return run_validate(validate_paths);
   std::printf("%s", app.help().c_str());

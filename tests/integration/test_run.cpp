@@ -1,0 +1,380 @@
+// `kvremap run` through the real CLI: exit statuses, signal forwarding, LD_PRELOAD, the one restart, and the summary of
+// a two-rank engine start.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "policy/units.h"
+#include "run_program.h"
+#include "tools/trace/trace_reader.h"
+
+namespace fs = std::filesystem;
+using kvremap::testing::child_environment;
+using kvremap::testing::link_as;
+using kvremap::testing::make_temp_dir;
+using kvremap::testing::run_program;
+using kvremap::testing::RunResult;
+using kvremap::testing::trace_files;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+// KVREMAP_PRELOAD is "libkvremap.so", or "<sanitizer runtime> libkvremap.so" in a sanitized build:
+// the runtime has to reach every program first, so it is the LD_PRELOAD `kvremap run` starts from.
+struct Preload {
+  std::string runtime;  // empty outside sanitized builds
+  std::string library;
+};
+Preload split_preload() {
+  const std::string preload = KVREMAP_PRELOAD;
+  const auto space = preload.rfind(' ');
+  if (space == std::string::npos) return {"", preload};
+  return {preload.substr(0, space), preload.substr(space + 1)};
+}
+
+// The environment every run starts from: LD_PRELOAD holds the sanitizer runtime, or nothing.
+std::vector<std::string> base_env() {
+  const Preload p = split_preload();
+  return p.runtime.empty() ? std::vector<std::string>{} : std::vector<std::string>{"LD_PRELOAD=" + p.runtime};
+}
+std::vector<std::string> base_unset() {
+  std::vector<std::string> unset = {"KVREMAP_TRACE_DIR", "KVREMAP_PROFILE_DIR"};
+  if (split_preload().runtime.empty()) unset.push_back("LD_PRELOAD");
+  return unset;
+}
+
+// argv of `kvremap run --library <lib> [options] -- command...`.
+std::vector<std::string> kvremap_run(const std::vector<std::string>& options, const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {KVREMAP_CLI, "run", "--library", split_preload().library};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+RunResult run(const std::vector<std::string>& options, const std::vector<std::string>& command,
+              std::vector<std::string> extra_env = {}, int timeout_s = 60) {
+  std::vector<std::string> env = base_env();
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  return run_program(kvremap_run(options, command), env, base_unset(), timeout_s);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string write_script(const std::string& text) {
+  const std::string path = make_temp_dir() + "/script.sh";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+constexpr const char* kRestartLine =
+    "kvremap run: the first start had a KV deficit; its profile is written; starting again sized from it\n";
+
+// Starts `kvremap run` with stdout on a pipe, waits until the command has printed "ready" (it has set
+// up its traps by then), sends `signal` to the kvremap process and returns its wait status. The
+// signals are reset to their defaults first: a shell cannot trap a signal ignored on entry, which
+// an inherited disposition (a test runner started with `&`) would otherwise make it.
+int signal_when_ready(const std::vector<std::string>& argv, int sig, std::string& err_path) {
+  std::vector<std::string> environment = child_environment(base_env(), base_unset());
+  std::vector<std::string> args_copy = argv;
+  std::vector<char*> args, envp;
+  for (auto& a : args_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  err_path = make_temp_dir() + "/stderr";
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    setpgid(0, 0);  // its own group, so that a hung run can be killed whole
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(s, SIG_DFL);
+    dup2(out[1], 1);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    close(out[0]);
+    execve(args[0], args.data(), envp.data());
+    _exit(126);
+  }
+  close(out[1]);
+  std::string output;
+  char buf[256];
+  // The bound only keeps a broken build from hanging the suite; the command prints "ready" at once.
+  pollfd fd{out[0], POLLIN, 0};
+  while (output.find("ready\n") == std::string::npos && poll(&fd, 1, 60000) > 0) {
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    output.append(buf, static_cast<std::size_t>(n));
+  }
+  if (output.find("ready\n") != std::string::npos) kill(child, sig);
+  close(out[0]);
+  // Again only a guard against hanging: a signal that never reaches the command leaves it waiting,
+  // so after a minute the whole group (kvremap, the command, its sleep) is killed and the test fails.
+  int status = 0;
+  for (int waited_ms = 0; waitpid(child, &status, WNOHANG) == 0; waited_ms += 10) {
+    if (waited_ms >= 60000) {
+      kill(-child, SIGKILL);
+      waitpid(child, &status, 0);
+      break;
+    }
+    usleep(10000);
+  }
+  return status;
+}
+
+// A command that counts its starts in the file $1 and exits with the status its start's number
+// picks from the rest of its arguments (the last one for every later start).
+const char* kCountingScript = R"(count=$1; shift
+n=$(( $(cat "$count" 2>/dev/null || echo 0) + 1 ))
+echo $n > "$count"
+status=0
+i=0
+for s in "$@"; do i=$((i + 1)); status=$s; [ $i -eq $n ] && break; done
+exit $status
+)";
+
+}  // namespace
+
+TEST(Run, TheCommandsExitStatusIsKvremapsAndASignalIs128PlusItsNumber) {
+  const RunResult three = run({}, {"/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(three.exit_code, 3) << three.err;
+  const RunResult zero = run({}, {"true"});  // found in PATH
+  EXPECT_EQ(zero.exit_code, 0) << zero.err;
+  const RunResult killed = run({}, {"/bin/sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  EXPECT_EQ(killed.signal, 0) << "kvremap itself exits";
+}
+
+TEST(Run, ArgumentsAfterTheDoubleDashReachTheCommandUntouched) {
+  const RunResult r = run({}, {"/bin/sh", "-c", "printf '[%s]' \"$@\"", "sh", "--flag", "--", "-x", "--trace-dir"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[--flag][--][-x][--trace-dir]");
+}
+
+TEST(Run, BadInputIsOneLineAndAShellsStatus) {
+  RunResult r = run({}, {"no-such-command-kvremap-run"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.err, "kvremap run: cannot run 'no-such-command-kvremap-run': No such file or directory\n");
+  const std::string not_executable = make_temp_dir() + "/data.txt";
+  std::ofstream(not_executable) << "data";
+  r = run({}, {not_executable});
+  EXPECT_EQ(r.exit_code, 126);
+  EXPECT_EQ(r.err, "kvremap run: cannot run '" + not_executable + "': Permission denied\n");
+
+  r = run_program({KVREMAP_CLI, "run", "--library", make_temp_dir() + "/libkvremap.so", "--", "true"}, base_env(),
+                  base_unset());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::MatchesRegex("kvremap run: no library at [^\n]*/libkvremap.so; pass a built "
+                                             "libkvremap.so with --library PATH\n"));
+  r = run_program({KVREMAP_CLI, "run", "--library", split_preload().library, "--"}, base_env(), base_unset());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(count_of(r.err, "\n"), 1u) << r.err;
+
+  const std::string file = make_temp_dir() + "/file";
+  std::ofstream(file) << "x";
+  r = run({"--trace-dir", file + "/traces"}, {"true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "kvremap run: cannot create the trace directory " + file + "/traces (--trace-dir): Not a directory\n");
+}
+
+TEST(Run, TheEnvironmentNamesTheTraceAndProfileDirectoriesAndKeepsTheRest) {
+  const std::string print = "echo \"$KVREMAP_TRACE_DIR|$KVREMAP_PROFILE_DIR|$KVREMAP_RUN_TEST_VALUE\"";
+  const std::string traces = make_temp_dir() + "/a/b", profiles = make_temp_dir() + "/p";
+  RunResult r = run({"--trace-dir", traces, "--profile-dir", profiles}, {"/bin/sh", "-c", print},
+                    {"KVREMAP_RUN_TEST_VALUE=kept as it was"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, traces + "|" + profiles + "|kept as it was\n");
+  EXPECT_TRUE(fs::is_directory(traces)) << "created like mkdir -p";
+
+  const std::string from_env = make_temp_dir() + "/env-traces";
+  r = run({}, {"/bin/sh", "-c", print}, {"KVREMAP_TRACE_DIR=" + from_env});
+  EXPECT_EQ(r.out, from_env + "||\n");
+  EXPECT_TRUE(fs::is_directory(from_env));
+
+  // Neither: a private directory under $TMPDIR, gone when kvremap run ends.
+  const std::string tmp = make_temp_dir();
+  r = run({}, {"/bin/sh", "-c", print}, {"TMPDIR=" + tmp});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string private_dir = r.out.substr(0, r.out.find('|'));
+  EXPECT_EQ(fs::path(private_dir).parent_path(), fs::path(tmp)) << r.out;
+  EXPECT_FALSE(fs::exists(private_dir));
+  EXPECT_TRUE(fs::is_empty(tmp));
+}
+
+TEST(Run, AnExistingPreloadStaysFirstAndTheLibraryIsAddedOnce) {
+  const Preload p = split_preload();
+  const std::string first = (p.runtime.empty() ? "" : p.runtime + " ") + "libm.so.6";
+  const std::string first_joined = (p.runtime.empty() ? "" : p.runtime + ":") + "libm.so.6";
+  const std::vector<std::string> print = {"/bin/sh", "-c", "echo \"$LD_PRELOAD\""};
+  RunResult r =
+      run_program(kvremap_run({}, print), {"LD_PRELOAD=" + first}, {"KVREMAP_TRACE_DIR", "KVREMAP_PROFILE_DIR"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, first_joined + ":" + p.library + "\n");
+
+  // Already there (under another spelling of its path): left as it is.
+  const std::string link = link_as(p.library, "libkvremap.so");
+  const std::string already = first + ":" + link;
+  r = run_program(kvremap_run({}, print), {"LD_PRELOAD=" + already}, {"KVREMAP_TRACE_DIR", "KVREMAP_PROFILE_DIR"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, already + "\n");
+}
+
+// SIGTERM and SIGINT sent to kvremap (not by a terminal) reach the command, whose trap records it.
+TEST(Run, SignalsSentToKvremapReachTheCommand) {
+  const std::string script = write_script(R"(mark=$1; sig=$2; status=$3
+trap 'echo "$sig" > "$mark"; kill $pid 2>/dev/null; exit $status' "$sig"
+sleep 1000 & pid=$!
+echo ready
+wait $pid
+echo "the wait ended without $sig" >&2
+exit 99
+)");
+  for (const auto& [name, number, status] : {std::tuple{"TERM", SIGTERM, 7}, std::tuple{"INT", SIGINT, 8}}) {
+    const std::string mark = make_temp_dir() + "/mark";
+    std::string err;
+    const int wait_status =
+        signal_when_ready(kvremap_run({}, {"/bin/sh", script, mark, name, std::to_string(status)}), number, err);
+    ASSERT_TRUE(WIFEXITED(wait_status)) << name << ": kvremap did not exit by itself; " << slurp(err);
+    EXPECT_EQ(WEXITSTATUS(wait_status), status) << name << ": " << slurp(err);
+    EXPECT_EQ(slurp(mark), std::string(name) + "\n") << name;
+  }
+}
+
+TEST(Run, RestartsExactlyOnceAndOnlyAfterStatus75) {
+  const std::string script = write_script(kCountingScript);
+  struct Case {
+    std::vector<std::string> statuses;
+    int expected_exit;
+    int expected_starts;
+  };
+  for (const Case& c : {Case{{"75", "75"}, 75, 2}, Case{{"75", "0"}, 0, 2}, Case{{"1", "75"}, 1, 1}, Case{{"0"}, 0, 1},
+                        Case{{"78", "75"}, 78, 1}}) {
+    const std::string count = make_temp_dir() + "/starts";
+    std::vector<std::string> command = {"/bin/sh", script, count};
+    command.insert(command.end(), c.statuses.begin(), c.statuses.end());
+    const RunResult r = run({}, command);
+    const std::string label = "statuses " + c.statuses.front() + (c.statuses.size() > 1 ? "," + c.statuses[1] : "");
+    EXPECT_EQ(r.exit_code, c.expected_exit) << label << ": " << r.err;
+    EXPECT_EQ(slurp(count), std::to_string(c.expected_starts) + "\n") << label;
+    EXPECT_EQ(count_of(r.err, kRestartLine), c.expected_starts == 2 ? 1u : 0u) << label << ": " << r.err;
+  }
+}
+
+// A deficit exit after the user asked the command to stop ends the run.
+TEST(Run, NoRestartAfterAStopSignal) {
+  const std::string script = write_script(R"(count=$1
+n=$(( $(cat "$count" 2>/dev/null || echo 0) + 1 ))
+echo $n > "$count"
+trap 'kill $pid 2>/dev/null; exit 75' TERM
+sleep 1000 & pid=$!
+echo ready
+wait $pid
+exit 0
+)");
+  const std::string count = make_temp_dir() + "/starts";
+  std::string err;
+  const int status = signal_when_ready(kvremap_run({}, {"/bin/sh", script, count}), SIGTERM, err);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(err);
+  EXPECT_EQ(WEXITSTATUS(status), 75) << slurp(err);
+  EXPECT_EQ(slurp(count), "1\n");
+  EXPECT_THAT(slurp(err), Not(HasSubstr(kRestartLine)));
+}
+
+namespace {
+
+const kvremap::trace::OtherEvent* find_event(const kvremap::trace::Trace& t, const std::string& name) {
+  const kvremap::trace::OtherEvent* found = nullptr;
+  for (const auto& e : t.other_events)
+    if (e.name == name) found = &e;  // the last: "kv profile written" comes after the commit and at exit
+  return found;
+}
+
+std::string signed_bytes(std::int64_t bytes) {
+  if (bytes == 0) return "0 B";
+  return (bytes < 0 ? "-" : "+") +
+         kvremap::policy::format_bytes(bytes < 0 ? 0 - static_cast<std::uint64_t>(bytes) : bytes);
+}
+
+}  // namespace
+
+// The seed start-up at 0.95 as two ranks, each its own process on its own device: one summary line
+// per process, with the figures of its trace's "kv committed".
+TEST(Run, ASummaryLinePerRankWithItsCommittedFigures) {
+  const std::string traces = make_temp_dir(), profiles = make_temp_dir();
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, 2);
+  env.push_back("KVREMAP_MODE=defer");
+  const RunResult r =
+      run({"--trace-dir", traces, "--profile-dir", profiles},
+          {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95", "--ranks", "2"},
+          env, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("kvremap run: 2 process traces in " + traces + "\n"));
+
+  const std::regex line_pattern(R"(kvremap run: attempt 1, pid ([0-9]+), device ([0-9]+): ([^\n]*))");
+  std::map<std::int64_t, std::pair<int, std::string>> lines;  // pid -> device, the rest of the line
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), line_pattern), end; it != end; ++it)
+    lines[std::stoll((*it)[1])] = {std::stoi((*it)[2]), (*it)[3]};
+  ASSERT_EQ(lines.size(), 2u) << r.err;
+
+  const auto files = trace_files(traces);
+  ASSERT_EQ(files.size(), 2u);
+  std::vector<int> devices;
+  for (const std::string& file : files) {
+    const auto trace = kvremap::trace::read_trace(file);
+    const auto line = lines.find(trace.header.pid);
+    ASSERT_NE(line, lines.end()) << "no summary line for " << file << ":\n" << r.err;
+    const auto* deferred = find_event(trace, "kv deferred");
+    const auto* committed = find_event(trace, "kv committed");
+    const auto* written = find_event(trace, "kv profile written");
+    ASSERT_NE(deferred, nullptr);
+    ASSERT_NE(committed, nullptr);
+    ASSERT_NE(written, nullptr);
+    const auto& c = committed->args;
+    EXPECT_EQ(line->second.first, c.at("device").get<int>());
+    devices.push_back(line->second.first);
+    const std::string figures =
+        "KV requested " + kvremap::policy::format_bytes(deferred->args.at("deferred_bytes").get<std::uint64_t>()) +
+        ", committed " + kvremap::policy::format_bytes(c.at("device_bytes").get<std::uint64_t>()) + " on device + " +
+        kvremap::policy::format_bytes(c.at("host_bytes").get<std::uint64_t>()) + " on host, margin " +
+        signed_bytes(c.at("margin_bytes").get<std::int64_t>()) + ";";
+    EXPECT_TRUE(line->second.second.starts_with(figures)) << line->second.second << "\nexpected: " << figures;
+    EXPECT_GT(c.at("host_bytes").get<std::uint64_t>(), 0u) << "0.95 does not fit on the seed device";
+    EXPECT_THAT(line->second.second, HasSubstr("; post-KV peaks: "));
+    EXPECT_THAT(line->second.second, HasSubstr("; profile written: " + written->args.at("path").get<std::string>()));
+    EXPECT_TRUE(written->args.at("path").get<std::string>().starts_with(profiles + "/"));
+    if (c.contains("same_start_flags")) {
+      EXPECT_THAT(line->second.second,
+                  HasSubstr("; same start without kvremap: " + c.at("same_start_flags").get<std::string>()));
+    }
+  }
+  std::sort(devices.begin(), devices.end());
+  EXPECT_EQ(devices, (std::vector<int>{0, 1}));
+}
