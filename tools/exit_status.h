@@ -1,6 +1,8 @@
 // The exit statuses of the kvremap CLI, so scripts can tell a bad trace, a bad command line and a run's outcome apart.
 #pragma once
 
+#include "policy/options.h"
+
 namespace kvremap::cli {
 
 inline constexpr int kExitOk = 0;
@@ -9,9 +11,8 @@ inline constexpr int kExitUsage = 2;         // a bad command line, a missing li
 
 // The library's status for "KV deficit: the profile is written, restart to be sized from it" (under
 // KVREMAP_DEFICIT=restart). `kvremap run` starts the command once more when its first start exits
-// with it. The library defines the same number on its side; they must stay equal. 75 is EX_TEMPFAIL
-// of sysexits.h: a temporary failure, trying again may work.
-inline constexpr int kExitDeficitRestart = 75;
+// with it.
+inline constexpr int kExitDeficitRestart = policy::kExitRestartForProfile;
 
 // `kvremap run` could not start the command, as shells report it: found but not executable (126),
 // not found (127).

@@ -16,11 +16,13 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -323,6 +325,19 @@ void print_summary(const TraceDirectory& dir, const std::vector<ProcessTrace>& t
   std::fprintf(stderr, "%s", render_run_summary(traces).c_str());
 }
 
+// Whether a trace `attempt` wrote holds a `kv restart` event: a plain scan for its name, so a trace
+// of any size costs one pass and no parse.
+bool any_trace_asks_restart(const std::vector<std::pair<std::string, int>>& traces, int attempt) {
+  static constexpr std::string_view kMarker = R"("name":"kv restart")";
+  for (const auto& [path, made_by] : traces) {
+    if (made_by != attempt) continue;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(kMarker) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string compose_ld_preload(std::string_view existing, const std::string& library) {
@@ -398,7 +413,11 @@ int run_command(const RunOptions& options) {
       note_new_traces(trace_dir->path, before, attempt, new_traces);
       // A stop signal that came while the command was exiting is still pending: it counts too.
       while (const auto info = signals.next(/*wait=*/false)) stop_requested |= asks_to_stop(info->ssi_signo);
-      if (attempt == 2 || status != cli::kExitDeficitRestart || stop_requested) break;
+      // A multi-process engine's front process reports a worker's exit its own way: a trace of this
+      // attempt that says `kv restart` asks for the restart as much as the status does.
+      const bool restart_asked = status == cli::kExitDeficitRestart ||
+                                 (status != 0 && any_trace_asks_restart(new_traces, attempt));
+      if (attempt == 2 || !restart_asked || stop_requested) break;
       std::fprintf(stderr,
                    "kvremap run: the first start had a KV deficit; its profile is written; starting again sized "
                    "from it\n");

@@ -370,11 +370,43 @@ TEST(Run, ASummaryLinePerRankWithItsCommittedFigures) {
     EXPECT_THAT(line->second.second, HasSubstr("; post-KV peaks: "));
     EXPECT_THAT(line->second.second, HasSubstr("; profile written: " + written->args.at("path").get<std::string>()));
     EXPECT_TRUE(written->args.at("path").get<std::string>().starts_with(profiles + "/"));
-    if (c.contains("same_start_flags")) {
-      EXPECT_THAT(line->second.second,
-                  HasSubstr("; same start without kvremap: " + c.at("same_start_flags").get<std::string>()));
-    }
+    // Nothing shifted this first start: the engine's command line is already the same start.
+    EXPECT_EQ(c.at("same_start_flags").get<std::string>(), "");
+    EXPECT_THAT(line->second.second, Not(HasSubstr("same start without kvremap")));
   }
   std::sort(devices.begin(), devices.end());
   EXPECT_EQ(devices, (std::vector<int>{0, 1}));
+}
+
+// KVREMAP_DEFICIT=restart under `kvremap run`, two ranks at 0.95: each rank of the first start writes
+// its profile and exits with 75 before serving; kvremap run starts the launch once more, and each rank
+// of the second start is sized from its profile and holds its whole KV cache on the device.
+TEST(Run, ADeficitRestartsOnceAndTheSecondStartIsSizedFromTheProfiles) {
+  const std::string traces = make_temp_dir(), profiles = make_temp_dir();
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, 2);
+  env.insert(env.end(), {"KVREMAP_DEFICIT=restart"});
+  const RunResult r =
+      run({"--trace-dir", traces, "--profile-dir", profiles},
+          {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95", "--ranks", "2"},
+          env, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_of(r.err, "starting again sized from it"), 1u) << r.err;
+  EXPECT_EQ(count_of(r.err, "restart requested"), 2u) << r.err;
+  EXPECT_EQ(count_of(r.err, "sized from profile"), 2u) << r.err;
+  EXPECT_EQ(count_of(r.err, "same start without kvremap: --kv-cache-memory "), 2u) << r.err;
+  const auto files = trace_files(traces);
+  ASSERT_EQ(files.size(), 4u) << "two ranks, two attempts";
+  int committed = 0;
+  for (const std::string& file : files) {
+    const auto trace = kvremap::trace::read_trace(file);
+    const auto* c = find_event(trace, "kv committed");
+    if (!c) {
+      EXPECT_NE(find_event(trace, "kv restart"), nullptr) << file;
+      continue;
+    }
+    ++committed;
+    EXPECT_EQ(c->args.at("host_bytes").get<std::uint64_t>(), 0u) << file;
+    EXPECT_NE(find_event(trace, "kv sizing adjusted"), nullptr) << file;
+  }
+  EXPECT_EQ(committed, 2);
 }
