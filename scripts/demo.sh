@@ -55,9 +55,12 @@ echo "demo: the seed scenario ($scenario)"
 printf '  %-22s %-30s %-12s %-14s %-10s\n' "run" "outcome" "KV cache" "post-KV peak" "KV on host"
 run "stock 0.95" 0.95
 run "stock 0.8" 0.8
-run "kvremap 0.95" 0.95 LD_PRELOAD="$build/lib/libkvremap.so" KVREMAP_MODE=defer KVREMAP_TRACE_DIR="$traces"
+# Profiles in the demo's own directory: the first kvremap start writes one, the second is sized from it.
+run "kvremap 0.95" 0.95 LD_PRELOAD="$build/lib/libkvremap.so" KVREMAP_TRACE_DIR="$traces" KVREMAP_PROFILE_DIR="$traces/profiles"
+first_trace=$(ls -t "$traces"/kvremap-*.json | head -1)
+run "kvremap 0.95, again" 0.95 LD_PRELOAD="$build/lib/libkvremap.so" KVREMAP_TRACE_DIR="$traces" KVREMAP_PROFILE_DIR="$traces/profiles"
 awk -v a="$kvremap095" -v b="$stock08" 'BEGIN { if (b > 0) printf "  KV cache with kvremap at 0.95 vs stock at 0.8: %.2fx\n", a / b }'
 echo "  kvremap's trace of that run:"
-report=$("$build/bin/kvremap" report "$traces"/kvremap-*.json)
+report=$("$build/bin/kvremap" report "$first_trace")
 sed '/^kv cache, device/,$d' <<<"$report" | grep -E "kv |phases:|->|capture " | sed 's/^/  /'
 sed -n '/^kv cache, device/,/^  committed/p' <<<"$report" | sed 's/^/  /'
