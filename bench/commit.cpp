@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "interpose/kv_arena.h"
+#include "interpose/kv/kv_arena.h"
 #include "simcuda.h"
 
 using kvremap::interpose::ArenaConfig;

@@ -1,5 +1,5 @@
 // The hand-written number formatting of the hot trace lines, checked against the standard library.
-#include "interpose/event_line.h"
+#include "interpose/trace/event_line.h"
 
 #include <gtest/gtest.h>
 

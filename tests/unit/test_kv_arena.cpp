@@ -1,5 +1,5 @@
 // The KV arena's mechanics on the simulated driver: backing, deferral to aliased scratch, commit, rollback.
-#include "interpose/kv_arena.h"
+#include "interpose/kv/kv_arena.h"
 
 #include <cstdint>
 #include <cstring>

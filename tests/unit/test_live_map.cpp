@@ -1,5 +1,5 @@
 // The live-object map behind every allocation hook: exact put/take/update semantics, under churn and threads.
-#include "interpose/live_map.h"
+#include "interpose/track/live_map.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // interpose/profile_store on a real file system: directory resolution, atomic writes, refusals on load.
-#include "interpose/profile_store.h"
+#include "interpose/kv/profile_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // The hot-path tick clock: its conversion arithmetic, and agreement with CLOCK_MONOTONIC for each source.
-#include "interpose/tick_clock.h"
+#include "interpose/base/tick_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,50 @@
+// Process-wide set-up of the preload library: options read once at load, logging, fork and exit handling.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include "interpose/base/hot_path.h"
+#include "policy/options.h"
+
+namespace kvremap::interpose {
+
+namespace library_detail {
+// Set once by the load-time constructor; a plain constant-initialised pointer, so reading it needs
+// no guard and works before any dynamic initialiser has run.
+extern policy::Options* g_options;
+const policy::Options& default_options();
+}  // namespace library_detail
+
+// The options in force (defaults until the load-time constructor has run). Inline: every hook asks.
+inline const policy::Options& options() {
+  const policy::Options* o = library_detail::g_options;
+  return o ? *o : library_detail::default_options();
+}
+
+namespace library_detail {
+// The options every tracked allocation and free reads, copied out of Options at load into a
+// constant-initialised global: one load where options() is two dependent ones (the pointer, then
+// the heap object), each a cache miss after the driver's system calls.
+struct HotOptions {
+  bool loaded = false;  // false until the constructor has run: then options() is asked
+  policy::Mode mode{};
+  std::uint64_t stack_min_bytes = 0;
+};
+inline constinit HotOptions g_hot_options;
+}  // namespace library_detail
+
+// options().mode and options().stack_min_bytes, for the allocation path.
+inline policy::Mode mode_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.mode : options().mode;
+}
+inline std::uint64_t stack_min_bytes_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.stack_min_bytes : options().stack_min_bytes;
+}
+// The "kvremap:"-prefixed stderr logger; never throws.
+spdlog::logger& log();
+// The option problems found at load, already printed; kept for the trace header.
+const std::vector<policy::OptionProblem>& option_problems();
+
+}  // namespace kvremap::interpose

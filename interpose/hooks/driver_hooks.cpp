@@ -1,0 +1,483 @@
+// The exported driver wrappers and the cuGetProcAddress substitution that routes cudart through them.
+#include "interpose/hooks/driver_hooks.h"
+
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/driver/driver_api.h"
+#include "interpose/base/guard.h"
+#include "interpose/hooks/hook_support.h"
+#include "interpose/kv/kv_manager.h"
+#include "interpose/driver/real.h"
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/tracker.h"
+
+namespace kvremap::interpose {
+
+#define KVREMAP_DEFINE_REAL(exp, base, first, next, per_thread) std::atomic<void*> g_real_##exp{nullptr};
+KVREMAP_DRIVER_HOOKS(KVREMAP_DEFINE_REAL)
+#undef KVREMAP_DEFINE_REAL
+
+namespace {
+
+// The newest CUDA version whose ABIs this table was written against: for queries above it the
+// table's version ranges are not trusted, and the ABI is confirmed by pointer identity instead.
+constexpr int kKnownCudaVersion = 13000;
+
+const std::vector<DriverHook>& hooks() {
+  static const std::vector<DriverHook>* table = new std::vector<DriverHook>{
+#define KVREMAP_HOOK_ROW(exp, base, first, next, per_thread) \
+  {#exp, #base, first, next, per_thread, reinterpret_cast<void*>(&::exp), &g_real_##exp},
+      KVREMAP_DRIVER_HOOKS(KVREMAP_HOOK_ROW)
+#undef KVREMAP_HOOK_ROW
+  };
+  return *table;
+}
+
+using Index = std::unordered_map<std::string_view, std::vector<const DriverHook*>>;
+
+const Index& by_base_name() {
+  static const Index* index = [] {
+    auto* i = new Index;
+    for (const DriverHook& h : hooks()) (*i)[h.base_name].push_back(&h);
+    return i;
+  }();
+  return *index;
+}
+
+const std::unordered_map<std::string_view, const DriverHook*>& by_export_name() {
+  static const auto* index = [] {
+    auto* i = new std::unordered_map<std::string_view, const DriverHook*>;
+    for (const DriverHook& h : hooks()) (*i)[h.export_name] = &h;
+    return i;
+  }();
+  return *index;
+}
+
+bool same_abi(const DriverHook& h, int version, unsigned long long flags, void* real_fn) {
+  if (version < h.first_version) return false;
+  if (version <= kKnownCudaVersion) return h.next_version == 0 || version < h.next_version;
+  ProcAddressFn resolver = real_proc_address();
+  if (!resolver) return false;
+  void* reference = nullptr;
+  int status = 0;
+  if (resolver(std::string(h.base_name).c_str(), &reference, h.first_version, flags, &status) != 0) return false;
+  return reference == real_fn;
+}
+
+}  // namespace
+
+bool is_own_wrapper(void* fn) {
+  for (const DriverHook& h : hooks())
+    if (h.wrapper == fn) return true;
+  return false;
+}
+
+namespace {
+
+std::atomic<std::uint64_t> g_routed_lookups{0};
+
+void* find_wrapper(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
+  auto it = by_base_name().find(base_name);
+  if (it == by_base_name().end() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
+  bool has_per_thread = false;
+  for (const DriverHook* h : it->second) has_per_thread |= h->per_thread;
+  const bool wants_per_thread = has_per_thread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  for (const DriverHook* h : it->second) {
+    if (h->per_thread != wants_per_thread || !same_abi(*h, version, flags, real_fn)) continue;
+    h->real->store(real_fn, std::memory_order_release);
+    g_routed_lookups.fetch_add(1, std::memory_order_relaxed);
+    return h->wrapper;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
+  try {
+    return find_wrapper(base_name, version, flags, real_fn);
+  } catch (...) {
+    return nullptr;  // out of memory building the index: the caller gets the real function
+  }
+}
+
+std::uint64_t routed_lookups() { return g_routed_lookups.load(std::memory_order_relaxed); }
+
+const DriverHook* hook_for_export(std::string_view export_name) {
+  try {
+    auto it = by_export_name().find(export_name);
+    return it == by_export_name().end() ? nullptr : it->second;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace kvremap::interpose
+
+using namespace kvremap::interpose;
+
+// Nested calls (cudart's own driver calls under a runtime hook), calls before initialisation and
+// calls after an internal failure go straight to the real function.
+#define KVREMAP_ENTER(exp, ...)                               \
+  auto real = KVREMAP_REAL(exp);                              \
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;               \
+  if (inside_hook()) return real(__VA_ARGS__);                \
+  HookScope scope;                                            \
+  if (!tracking()) return real(__VA_ARGS__)
+
+namespace {
+
+void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
+  if (r == CUDA_SUCCESS) on_capture_end(capture_stream_key(stream, per_thread_api), true);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(capture_stream_key(stream, per_thread_api), false);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    kv_capture_ended(capture_stream_key(stream, per_thread_api));
+}
+
+}  // namespace
+
+KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
+  kv_before(KvPoint::kAllocation);
+  CUresult r = real(dptr, bytes);
+  if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))
+    on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                         unsigned int element_bytes) {
+  KVREMAP_ENTER(cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
+  CUresult r = real(dptr, pitch, width, height, element_bytes);
+  if (r == CUDA_SUCCESS && dptr && pitch)
+    on_alloc(*dptr, *pitch * height, AllocKind::kPlain, "cuMemAllocPitch", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  KVREMAP_ENTER(cuMemFree_v2, dptr);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (dptr && kv_free(dptr, "cuMemFree", &kv_result)) return kv_result;
+  return tracked_free(dptr, Held::kAllocation, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
+}
+
+#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
+    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
+    CUresult r = real(dptr, bytes, stream);                                                              \
+    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                       \
+      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
+    return r;                                                                                            \
+  }
+KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
+KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
+
+#define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                                                 \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {                                     \
+    KVREMAP_ENTER(exp, dptr, stream);                                                                                 \
+    return tracked_free(dptr, Held::kAllocation, "cuMemFreeAsync", CUDA_SUCCESS, [&] { return real(dptr, stream); }); \
+  }
+KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync)
+KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
+
+KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  KVREMAP_ENTER(cuMemGetInfo_v2, free_bytes, total_bytes);
+  kv_before(KvPoint::kMemoryQuery);
+  CUresult r = real(free_bytes, total_bytes);
+  if (r == CUDA_SUCCESS && free_bytes && total_bytes) {
+    const std::size_t driver_free = *free_bytes;
+    *free_bytes = kv_sizing_free(kv_reported_free(driver_free), *total_bytes);
+    on_memory_query("cuMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
+  }
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                  unsigned long long flags) {
+  KVREMAP_ENTER(cuMemCreate, handle, size, prop, flags);
+  CUresult r = real(handle, size, prop, flags);
+  if (r == CUDA_SUCCESS && handle)
+    on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  KVREMAP_ENTER(cuMemRelease, handle);
+  return tracked_free(handle, Held::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
+}
+
+// Mapping calls move no device memory by themselves; they are hooked so later stages can manage
+// the KV range, and so the program's own VMM use never reaches kvremap's internals unguarded.
+KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                               unsigned long long flags) {
+  KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
+  return real(ptr, size, offset, handle, flags);
+}
+KVREMAP_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  KVREMAP_ENTER(cuMemUnmap, ptr, size);
+  return real(ptr, size);
+}
+KVREMAP_HOOK CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                          unsigned long long flags) {
+  KVREMAP_ENTER(cuMemAddressReserve, ptr, size, alignment, addr, flags);
+  return real(ptr, size, alignment, addr, flags);
+}
+KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  KVREMAP_ENTER(cuMemAddressFree, ptr, size);
+  return real(ptr, size);
+}
+
+#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                                     \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {                \
+    KVREMAP_ENTER(exp, stream, mode);                                                   \
+    kv_before(KvPoint::kCaptureBegin);                                                  \
+    CUresult r = real(stream, mode);                                                    \
+    if (r == CUDA_SUCCESS) {                                                            \
+      on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
+      kv_capture_began(capture_stream_key(stream, per_thread));                         \
+    }                                                                                   \
+    return r;                                                                           \
+  }
+KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
+KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
+
+#define KVREMAP_END_CAPTURE_HOOK(exp, per_thread)              \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUgraph* graph) { \
+    KVREMAP_ENTER(exp, stream, graph);                         \
+    CUresult r = real(stream, graph);                          \
+    capture_ended(r, stream, per_thread);                      \
+    return r;                                                  \
+  }
+KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture, false)
+KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
+
+KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
+  std::uint64_t bytes = 0;
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, flags); });
+  if (r == CUDA_SUCCESS && exec)
+    on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
+  return r;
+}
+
+#define KVREMAP_INSTANTIATE_PARAMS_HOOK(exp)                                                               \
+  KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {     \
+    KVREMAP_ENTER(exp, exec, graph, params);                                                               \
+    std::uint64_t bytes = 0;                                                                               \
+    CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, params); });        \
+    if (r == CUDA_SUCCESS && exec)                                                                         \
+      on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithParams"); \
+    return r;                                                                                              \
+  }
+KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams)
+KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
+
+#define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                           \
+  KVREMAP_HOOK CUresult exp(CUgraphExec exec, CUstream stream) { \
+    KVREMAP_ENTER(exp, exec, stream);                            \
+    kv_before(KvPoint::kGraphLaunch);                            \
+    CUresult r = real(exec, stream);                             \
+    if (r == CUDA_SUCCESS) on_graph_launch();                    \
+    return r;                                                    \
+  }
+KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch)
+KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
+
+KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  KVREMAP_ENTER(cuGraphExecDestroy, exec);
+  return tracked_free(reinterpret_cast<std::uint64_t>(exec), Held::kGraphExec, "cuGraphExecDestroy", CUDA_SUCCESS,
+                      [&] { return real(exec); });
+}
+
+KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  KVREMAP_ENTER(cuModuleLoadData, module, image);
+  kv_before(KvPoint::kModuleLoad);
+  std::uint64_t bytes = 0;
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image); });
+  if (r == CUDA_SUCCESS && module) on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadData");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options,
+                                         void** values) {
+  KVREMAP_ENTER(cuModuleLoadDataEx, module, image, n, options, values);
+  kv_before(KvPoint::kModuleLoad);
+  std::uint64_t bytes = 0;
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(module, image, n, options, values); });
+  if (r == CUDA_SUCCESS && module)
+    on_module_load(reinterpret_cast<std::uint64_t>(*module), bytes, "cuModuleLoadDataEx");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options,
+                                        void** jit_values, unsigned int num_jit, CUlibraryOption* library_options,
+                                        void** library_values, unsigned int num_library) {
+  KVREMAP_ENTER(cuLibraryLoadData, library, code, jit_options, jit_values, num_jit, library_options, library_values,
+                num_library);
+  kv_before(KvPoint::kModuleLoad);
+  std::uint64_t bytes = 0;
+  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] {
+    return real(library, code, jit_options, jit_values, num_jit, library_options, library_values, num_library);
+  });
+  if (r == CUDA_SUCCESS && library)
+    on_module_load(reinterpret_cast<std::uint64_t>(*library), bytes, "cuLibraryLoadData");
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuModuleUnload(CUmodule module) {
+  KVREMAP_ENTER(cuModuleUnload, module);
+  return tracked_free(reinterpret_cast<std::uint64_t>(module), Held::kModule, "cuModuleUnload", CUDA_SUCCESS,
+                      [&] { return real(module); });
+}
+
+KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
+  KVREMAP_ENTER(cuLibraryUnload, library);
+  return tracked_free(reinterpret_cast<std::uint64_t>(library), Held::kModule, "cuLibraryUnload", CUDA_SUCCESS,
+                      [&] { return real(library); });
+}
+
+#define KVREMAP_LAUNCH_HOOK(exp, per_thread)                                                               \
+  KVREMAP_HOOK CUresult exp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                            unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
+    KVREMAP_ENTER(exp, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                          \
+    kv_before(KvPoint::kKernelLaunch, capture_stream_key(stream, per_thread));                             \
+    CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                           \
+    if (r == CUDA_SUCCESS) on_kernel_launch();                                                             \
+    return r;                                                                                              \
+  }
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel, false)
+KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz, true)
+
+#define KVREMAP_LAUNCH_EX_HOOK(exp, per_thread)                                                        \
+  KVREMAP_HOOK CUresult exp(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
+    KVREMAP_ENTER(exp, config, f, params, extra);                                                      \
+    kv_before(KvPoint::kKernelLaunch, capture_stream_key(config ? config->hStream : nullptr, per_thread)); \
+    CUresult r = real(config, f, params, extra);                                                       \
+    if (r == CUDA_SUCCESS) on_kernel_launch();                                                         \
+    return r;                                                                                          \
+  }
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx, false)
+KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz, true)
+
+namespace {
+std::uint64_t as_address(CUdeviceptr p) { return p; }
+std::uint64_t as_address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+}  // namespace
+
+// Copies, memsets, IPC handles and range queries that reach a deferred KV tensor are serving work
+// (or hand its address to someone who may do it): the KV cache is committed before them.
+#define KVREMAP_COPY_HOOK(exp, dst_t, src_t)                                              \
+  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes) {                         \
+    KVREMAP_ENTER(exp, dst, src, bytes);                                                  \
+    kv_touch(as_address(dst), bytes, #exp);                          \
+    kv_touch(as_address(src), bytes, #exp);                          \
+    return real(dst, src, bytes);                                                         \
+  }
+#define KVREMAP_COPY_ASYNC_HOOK(exp, dst_t, src_t)                                        \
+  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes, CUstream stream) {        \
+    KVREMAP_ENTER(exp, dst, src, bytes, stream);                                          \
+    kv_touch(as_address(dst), bytes, #exp);                          \
+    kv_touch(as_address(src), bytes, #exp);                          \
+    return real(dst, src, bytes, stream);                                                 \
+  }
+KVREMAP_COPY_HOOK(cuMemcpy, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpy_ptds, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2, CUdeviceptr, const void*)
+KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2_ptds, CUdeviceptr, const void*)
+KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2, void*, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2_ptds, void*, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2_ptds, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2, CUdeviceptr, const void*)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2_ptsz, CUdeviceptr, const void*)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2, void*, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2_ptsz, void*, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr)
+KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr)
+
+#define KVREMAP_MEMSET_HOOK(exp)                                             \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, value, bytes);                                   \
+    kv_touch(dst, bytes, #exp);                                              \
+    return real(dst, value, bytes);                                          \
+  }
+#define KVREMAP_MEMSET_ASYNC_HOOK(exp)                                                        \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) { \
+    KVREMAP_ENTER(exp, dst, value, bytes, stream);                                            \
+    kv_touch(dst, bytes, #exp);                                                               \
+    return real(dst, value, bytes, stream);                                                   \
+  }
+KVREMAP_MEMSET_HOOK(cuMemsetD8_v2)
+KVREMAP_MEMSET_HOOK(cuMemsetD8_v2_ptds)
+KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async)
+KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async_ptsz)
+
+KVREMAP_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuIpcGetMemHandle, handle, ptr);
+  kv_touch(ptr, 1, "cuIpcGetMemHandle");
+  return real(handle, ptr);
+}
+
+KVREMAP_HOOK CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuMemGetAddressRange_v2, base, size, ptr);
+  kv_touch(ptr, 1, "cuMemGetAddressRange");
+  return real(base, size, ptr);
+}
+
+KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuPointerGetAttribute, data, attribute, ptr);
+  kv_touch(ptr, 1, "cuPointerGetAttribute");
+  return real(data, attribute, ptr);
+}
+
+KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
+                                             CUdeviceptr ptr) {
+  KVREMAP_ENTER(cuPointerGetAttributes, count, attributes, data, ptr);
+  kv_touch(ptr, 1, "cuPointerGetAttributes");
+  return real(count, attributes, data, ptr);
+}
+
+// The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors).
+KVREMAP_HOOK CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  KVREMAP_ENTER(cuMemRetainAllocationHandle, handle, addr);
+  kv_touch(as_address(addr), 1, "cuMemRetainAllocationHandle");
+  return real(handle, addr);
+}
+
+// A dma-buf of a KV range (RDMA registration).
+KVREMAP_HOOK CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
+                                                    CUmemRangeHandleType type, unsigned long long flags) {
+  KVREMAP_ENTER(cuMemGetHandleForAddressRange, handle, dptr, size, type, flags);
+  kv_touch(dptr, size, "cuMemGetHandleForAddressRange");
+  return real(handle, dptr, size, type, flags);
+}
+
+// The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
+// then gets its wrapper. Substitution depends neither on tracking being on nor on the reentrancy
+// guard: cudart resolves its whole driver table once, typically from inside the first runtime call
+// (which is one of our hooks), and whatever it gets then is what it uses for good.
+KVREMAP_HOOK CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                          CUdriverProcAddressQueryResult* status) {
+  auto real = KVREMAP_REAL(cuGetProcAddress_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = real(symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
+    if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
+  }
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  auto real = KVREMAP_REAL(cuGetProcAddress);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = real(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
+    if (void* wrapper = wrapper_for_query(symbol, version, flags, *pfn)) *pfn = wrapper;
+  }
+  return r;
+}

@@ -1,0 +1,288 @@
+// The KV arena's VMM mechanics: carving regions, device/host chunks, scratch aliasing, and rollback on failure.
+#include "interpose/kv/kv_arena.h"
+
+#include <algorithm>
+
+namespace kvremap::interpose {
+namespace {
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+std::unique_ptr<KvArena> KvArena::create(const ArenaDriver& driver, const ArenaConfig& config, CUresult* error) {
+  *error = CUDA_ERROR_INVALID_VALUE;
+  if (config.chunk_bytes == 0 || config.scratch_bytes == 0 || config.granularity == 0 ||
+      config.chunk_bytes % config.scratch_bytes != 0 || config.scratch_bytes % config.granularity != 0 ||
+      config.reserve_bytes < config.chunk_bytes)
+    return nullptr;
+  ArenaConfig c = config;
+  c.reserve_bytes = round_up(config.reserve_bytes, config.chunk_bytes);
+  std::unique_ptr<KvArena> arena(new KvArena(driver, c));
+  // Chunk-aligned, so a chunk never straddles a larger-page boundary the driver might prefer.
+  *error = driver.address_reserve(&arena->base_, c.reserve_bytes, c.chunk_bytes, 0, 0);
+  if (*error != CUDA_SUCCESS) {
+    arena->base_ = 0;
+    return nullptr;
+  }
+  return arena;
+}
+
+KvArena::~KvArena() {
+  while (!regions_.empty()) release(regions_.begin()->first);
+  for (CUmemGenericAllocationHandle h : release_later_) driver_.release(h);
+  if (scratch_) driver_.release(scratch_);
+  if (granule_scratch_) driver_.release(granule_scratch_);
+  if (base_) driver_.address_free(base_, config_.reserve_bytes);
+}
+
+CUresult KvArena::create_handle(bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = host ? 0 : config_.device;
+  return driver_.create(handle, bytes, &prop, 0);
+}
+
+CUresult KvArena::grant_access(CUdeviceptr va, std::uint64_t bytes) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = config_.device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return driver_.set_access(va, bytes, &access, 1);
+}
+
+CUresult KvArena::map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks) {
+  std::uint64_t offset = 0;
+  for (const Chunk& c : chunks) {
+    const CUresult r = driver_.map(va + offset, c.bytes, 0, c.handle, 0);
+    if (r != CUDA_SUCCESS) {
+      if (offset) driver_.unmap(va, offset);
+      return r;
+    }
+    offset += c.bytes;
+  }
+  // One access grant for the whole contiguous run: a call per chunk costs tens of microseconds each.
+  const CUresult r = grant_access(va, offset);
+  if (r != CUDA_SUCCESS) driver_.unmap(va, offset);
+  return r;
+}
+
+CUresult KvArena::map_scratch(CUdeviceptr va, std::uint64_t bytes) {
+  for (std::uint64_t off = 0; off < bytes;) {
+    // Large aliases where they fit (few mappings), single granules for the remainder.
+    const bool large = bytes - off >= config_.scratch_bytes;
+    const std::uint64_t step = large ? config_.scratch_bytes : config_.granularity;
+    const CUresult r = driver_.map(va + off, step, 0, large ? scratch_ : granule_scratch_, 0);
+    if (r != CUDA_SUCCESS) {
+      if (off) driver_.unmap(va, off);
+      return r;
+    }
+    off += step;
+  }
+  const CUresult r = grant_access(va, bytes);
+  if (r != CUDA_SUCCESS) driver_.unmap(va, bytes);
+  return r;
+}
+
+void KvArena::release_handles(std::vector<Chunk>& chunks) {
+  // Earlier releases that failed: the driver may take them now.
+  std::vector<CUmemGenericAllocationHandle> still;
+  for (CUmemGenericAllocationHandle h : release_later_)
+    if (driver_.release(h) != CUDA_SUCCESS) still.push_back(h);
+  release_later_.swap(still);
+  for (Chunk& c : chunks) {
+    // Once more at once (a transient failure), else kept and retried at the next release.
+    if (c.handle && driver_.release(c.handle) != CUDA_SUCCESS && driver_.release(c.handle) != CUDA_SUCCESS)
+      release_later_.push_back(c.handle);
+    c.handle = 0;
+  }
+}
+
+bool KvArena::has_address_space(std::uint64_t bytes) const {
+  CUdeviceptr at = 0;
+  return find_va(round_up(bytes, config_.chunk_bytes), &at) == CUDA_SUCCESS;  // as allocate() reserves
+}
+
+CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) const {
+  CUdeviceptr at = base_;
+  for (const auto& [region_base, region] : regions_) {
+    if (region_base - at >= bytes) break;
+    at = region_base + region.bytes;
+  }
+  if (at + bytes > base_ + config_.reserve_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = at;
+  return CUDA_SUCCESS;
+}
+
+CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
+  if (bytes == 0 || !out) return CUDA_ERROR_INVALID_VALUE;
+  const std::uint64_t size = round_up(bytes, config_.granularity);
+  CUdeviceptr va = 0;
+  // Regions start on chunk boundaries so every chunk of every region is aligned like the first.
+  if (CUresult r = find_va(round_up(size, config_.chunk_bytes), &va); r != CUDA_SUCCESS) return r;
+  Region region;
+  region.bytes = size;
+  for (std::uint64_t off = 0; off < size; off += config_.chunk_bytes)
+    region.chunks.push_back(Chunk{0, false, std::min(config_.chunk_bytes, size - off)});
+  for (Chunk& c : region.chunks) {
+    if (CUresult r = create_handle(false, c.bytes, &c.handle); r != CUDA_SUCCESS) {
+      c.handle = 0;
+      release_handles(region.chunks);
+      return r;
+    }
+  }
+  if (CUresult r = map_chunks(va, region.chunks); r != CUDA_SUCCESS) {
+    release_handles(region.chunks);
+    return r;
+  }
+  regions_.emplace(va, std::move(region));
+  *out = va;
+  return CUDA_SUCCESS;
+}
+
+CUresult KvArena::release(CUdeviceptr base) {
+  auto it = regions_.find(base);
+  if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult r = it->second.unmapped ? CUDA_SUCCESS : driver_.unmap(base, it->second.bytes);
+  release_handles(it->second.chunks);
+  regions_.erase(it);
+  return r;
+}
+
+CUresult KvArena::ensure_scratch() {
+  // Created at the first deferral, not with the arena: until then the engine measures its memory
+  // and sizes its KV cache, and must not see kvremap's scratch in those numbers.
+  if (!scratch_) {
+    if (CUresult r = create_handle(false, config_.scratch_bytes, &scratch_); r != CUDA_SUCCESS) {
+      scratch_ = 0;
+      return r;
+    }
+  }
+  if (!granule_scratch_) {
+    if (CUresult r = create_handle(false, config_.granularity, &granule_scratch_); r != CUDA_SUCCESS) {
+      granule_scratch_ = 0;
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult KvArena::defer(CUdeviceptr base) {
+  auto it = regions_.find(base);
+  if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ensure_scratch(); r != CUDA_SUCCESS) return r;
+  Region& region = it->second;
+  for (const Chunk& c : region.chunks)
+    if (!c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // already (partly) on scratch
+  if (CUresult r = driver_.unmap(base, region.bytes); r != CUDA_SUCCESS) return r;
+  if (CUresult r = map_scratch(base, region.bytes); r != CUDA_SUCCESS) {
+    // Back to where it was: the chunks are still held, only their mappings went.
+    region.unmapped = map_chunks(base, region.chunks) != CUDA_SUCCESS;
+    return r;
+  }
+  release_handles(region.chunks);
+  return CUDA_SUCCESS;
+}
+
+std::vector<KvArena::Chunk> KvArena::commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const {
+  std::vector<Chunk> chunks;
+  for (std::uint64_t off = 0; off < bytes; off += config_.chunk_bytes) {
+    const std::uint64_t end = std::min(bytes, off + config_.chunk_bytes);
+    if (end <= device_bytes) {
+      chunks.push_back(Chunk{0, false, end - off});
+    } else if (off >= device_bytes) {
+      chunks.push_back(Chunk{0, true, end - off});
+    } else {
+      chunks.push_back(Chunk{0, false, device_bytes - off});
+      chunks.push_back(Chunk{0, true, end - device_bytes});
+    }
+  }
+  return chunks;
+}
+
+CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device) {
+  auto it = regions_.find(base);
+  if (it == regions_.end()) return CUDA_ERROR_INVALID_VALUE;
+  Region& region = it->second;
+  for (const Chunk& c : region.chunks)
+    if (c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // not deferred
+  const std::uint64_t placed = std::min(region.bytes, device_bytes / config_.granularity * config_.granularity);
+  std::vector<Chunk> fresh = commit_layout(region.bytes, placed);
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    if (CUresult r = create_handle(fresh[i].host, fresh[i].bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
+      fresh[i].handle = 0;
+      release_handles(fresh);
+      return r;  // still on scratch: nothing changed
+    }
+  }
+  if (CUresult r = driver_.unmap(base, region.bytes); r != CUDA_SUCCESS) {
+    release_handles(fresh);
+    return r;
+  }
+  CUresult r = map_chunks(base, fresh);
+  // The engine asked for zeros (torch.zeros) and the scratch holds start-up garbage.
+  if (r == CUDA_SUCCESS) {
+    r = driver_.memset_d8(base, 0, region.bytes);
+    if (r != CUDA_SUCCESS) driver_.unmap(base, region.bytes);
+  }
+  if (r != CUDA_SUCCESS) {
+    region.unmapped = map_scratch(base, region.bytes) != CUDA_SUCCESS;  // back on scratch, addresses valid
+    release_handles(fresh);
+    return r;
+  }
+  region.chunks = std::move(fresh);
+  if (on_device) *on_device = placed;
+  return CUDA_SUCCESS;
+}
+
+bool KvArena::release_scratch() {
+  for (const auto& [base, region] : regions_)
+    if (!region.unmapped && !region.chunks.empty() && !region.chunks.front().handle) return false;  // on scratch
+  // Unmapped everywhere once no region is on it, so a release frees the memory at once.
+  for (CUmemGenericAllocationHandle* h : {&scratch_, &granule_scratch_}) {
+    if (*h && driver_.release(*h) != CUDA_SUCCESS) release_later_.push_back(*h);
+    *h = 0;
+  }
+  return true;
+}
+
+bool KvArena::contains(CUdeviceptr ptr) const { return base_ && ptr >= base_ && ptr < base_ + config_.reserve_bytes; }
+
+std::uint64_t KvArena::region_bytes(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  return it == regions_.end() ? 0 : it->second.bytes;
+}
+
+Backing KvArena::backing(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  if (it == regions_.end() || it->second.chunks.empty() || it->second.unmapped) return Backing::none;
+  // Operations keep a region all-chunks or all-scratch; the first chunk tells which.
+  return it->second.chunks.front().handle ? Backing::chunks : Backing::scratch;
+}
+
+std::uint64_t KvArena::host_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [base, region] : regions_)
+    for (const Chunk& c : region.chunks) n += c.host ? c.bytes : 0;
+  return n;
+}
+
+std::uint64_t KvArena::host_bytes(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  std::uint64_t n = 0;
+  if (it != regions_.end())
+    for (const Chunk& c : it->second.chunks) n += c.host ? c.bytes : 0;
+  return n;
+}
+
+std::uint64_t KvArena::host_chunks() const {
+  std::uint64_t n = 0;
+  for (const auto& [base, region] : regions_)
+    for (const Chunk& c : region.chunks) n += c.host;
+  return n;
+}
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,68 @@
+// KVREMAP_MODE=defer: KV placement in the arena, deferral after the KV burst, query adjustment, and the commit.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "interpose/base/library.h"
+
+namespace kvremap::interpose {
+
+// The calls at which the KV manager may act, each before the hooked call reaches the driver.
+enum class KvPoint { kAllocation, kCaptureBegin, kMemoryQuery, kModuleLoad, kGraphLaunch, kKernelLaunch };
+
+// Whether deferred KV may exist at all: one relaxed load, for the copy and launch hooks.
+bool kv_pending();
+
+// Cheap to call on every hook: false unless KVREMAP_MODE=defer.
+inline bool kv_mode() { return mode_option() == policy::Mode::defer; }
+
+namespace kv_detail {
+// The defer-mode bodies of the three functions below; only called under kv_mode().
+bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result);
+bool release(CUdeviceptr ptr, const char* api, CUresult* result);
+void before(KvPoint point, std::uint64_t stream);
+void touch(std::uint64_t address, std::uint64_t bytes, const char* api);
+std::size_t sizing_free(std::size_t reported, std::size_t total);
+}  // namespace kv_detail
+
+// An allocation the engine asked for: placed in the arena when it may be KV cache. True when it
+// was handled (then *result is the outcome and *ptr the address); false to allocate normally.
+// Inline, like the two below: in observe mode every allocation hook pays one comparison for them.
+inline bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr,
+                        CUresult* result) {
+  return kv_mode() && kv_detail::allocate(bytes, api, return_address, ptr, result);
+}
+// A free: true (with *result) when the pointer was an arena region.
+inline bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
+  return kv_mode() && kv_detail::release(ptr, api, result);
+}
+// Before the hooked call at `point`: ends the KV burst (synchronise, defer to scratch) and commits
+// when the trigger says so. Never acts while a capture is open. `stream`: the launch's stream, as
+// capture_stream_key() names it (kernel launches only).
+inline void kv_before(KvPoint point, std::uint64_t stream = 0) {
+  if (kv_mode()) kv_detail::before(point, stream);
+}
+// Before a copy, memset, IPC handle, export or range query of [address, address + bytes): commits
+// first when that touches deferred KV (the call could be serving reading or writing the cache).
+inline void kv_touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
+  if (kv_mode() && kv_pending()) kv_detail::touch(address, bytes, api);
+}
+// `stream`: capture_stream_key() of the capturing stream.
+void kv_capture_began(std::uint64_t stream);
+void kv_capture_ended(std::uint64_t stream);
+// At exit, before the summary: the serving peaks since each device's commit.
+void kv_at_exit();
+// While KV is deferred, what a memory query returns: free memory as if KV were fully backed.
+std::size_t kv_reported_free(std::size_t driver_free);
+// Before the KV burst, at the memory query a profile of this configuration names as the engine's
+// sizing query: the free memory moved by the profile's shift (policy/sizing.h), traced as
+// `kv sizing adjusted`; `reported` unchanged everywhere else.
+inline std::size_t kv_sizing_free(std::size_t reported, std::size_t total) {
+  return kv_mode() && options().sizing != policy::SizingWhen::engine ? kv_detail::sizing_free(reported, total)
+                                                                      : reported;
+}
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,85 @@
+// The load-time constructor: reads KVREMAP_* once, sets up logging and pthread_atfork. No CUDA work here.
+#include "interpose/base/library.h"
+
+#include <pthread.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/tracker.h"
+
+extern char** environ;
+
+namespace kvremap::interpose {
+namespace library_detail {
+policy::Options* g_options = nullptr;
+
+const policy::Options& default_options() {
+  static const policy::Options defaults = policy::default_options();
+  return defaults;
+}
+}  // namespace library_detail
+
+namespace {
+using library_detail::g_options;
+
+// Plain pointers, constant-initialised: the constructor below may run before dynamic initialisers.
+std::vector<policy::OptionProblem>* g_problems = nullptr;
+std::shared_ptr<spdlog::logger>* g_logger = nullptr;
+
+std::vector<std::pair<std::string, std::string>> kvremap_environment() {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "KVREMAP_", 8) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    env.emplace_back(std::string(*e, static_cast<std::size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+spdlog::level::level_enum to_spdlog(policy::LogLevel level) {
+  return static_cast<spdlog::level::level_enum>(static_cast<int>(level));
+}
+
+__attribute__((constructor)) void load() {
+  try {
+    trace_now_us();  // fixes the trace's time origin at load
+    policy::ParsedOptions parsed = policy::parse_options(kvremap_environment());
+    g_options = new policy::Options(parsed.options);
+    library_detail::g_hot_options = {true, g_options->mode, g_options->stack_min_bytes};
+    auto logger = std::make_shared<spdlog::logger>("kvremap", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    logger->set_pattern("kvremap: [pid %P] %l: %v");
+    logger->set_level(to_spdlog(g_options->log_level));
+    g_logger = new std::shared_ptr<spdlog::logger>(std::move(logger));
+    for (const policy::OptionProblem& p : parsed.problems) std::fprintf(stderr, "%s\n", p.message.c_str());
+    g_problems = new std::vector<policy::OptionProblem>(parsed.problems);
+    if (parsed.exit_requested()) {
+      std::fprintf(stderr, "kvremap: exiting because KVREMAP_STRICT=1 and the configuration is invalid\n");
+      std::_Exit(1);
+    }
+    pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
+  } catch (...) {
+    std::fprintf(stderr, "kvremap: initialisation failed; passing every call through\n");
+  }
+}
+
+}  // namespace
+
+spdlog::logger& log() {
+  if (g_logger) return **g_logger;
+  static spdlog::logger* silent = new spdlog::logger("kvremap-silent");
+  return *silent;
+}
+
+const std::vector<policy::OptionProblem>& option_problems() {
+  static const std::vector<policy::OptionProblem> none;
+  return g_problems ? *g_problems : none;
+}
+
+}  // namespace kvremap::interpose

@@ -1,0 +1,693 @@
+// Tracking: live allocations per category and device, captures, checkpoints and phases, fed by the hooks.
+#include "interpose/track/tracker.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interpose/track/caller.h"
+#include "interpose/driver/driver_api.h"
+#include "interpose/base/guard.h"
+#include "interpose/hooks/hook_threads.h"
+#include "interpose/base/hot_path.h"
+#include "interpose/trace/json.h"
+#include "interpose/base/library.h"
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/tracking_state.h"
+#include "policy/events.h"
+#include "policy/phases.h"
+
+namespace kvremap::interpose {
+namespace {
+
+using namespace tracker_detail;
+using policy::Category;
+
+void disable(const char* why) {
+  if (g_disabled.exchange(true)) return;
+  log().error("tracking disabled: {}; every call now passes straight through", why);
+  try {
+    std::string& e = event_head("i", "kvremap", "tracking disabled");
+    e += R"(,"s":"g","args":{"reason":)";
+    append_json_string(e, why);
+    e += "}}";
+    trace().event(e, true);
+  } catch (...) {
+  }
+}
+
+[[gnu::noinline]] void start_tracking() {
+  std::call_once(S().open_once, [] {
+    open_trace();
+    install_exit_handlers();
+    S().trace_opened.store(true, std::memory_order_release);
+  });
+}
+
+inline void ensure_started() {
+  if (KVREMAP_UNLIKELY(!S().trace_opened.load(std::memory_order_acquire))) start_tracking();
+}
+
+// The phase rules count launches only up to small thresholds, so a long run of launches between two
+// other events is fed as at most this many.
+constexpr std::uint32_t kMaxLaunchesFed = 1024;
+
+void feed_phase(int device, policy::EventKind kind) {
+  std::optional<policy::PhaseChange> change;
+  policy::Phase phase_now{};
+  {
+    std::lock_guard<std::mutex> g(S().lock);
+    auto& tracker = S().phases[static_cast<std::size_t>(device)];
+    if (!tracker) tracker.emplace();
+    const std::uint64_t t = trace_now_ns();
+    const auto tid = static_cast<std::uint64_t>(current_tid());
+    const auto di = static_cast<std::size_t>(device);
+    if (const std::uint64_t bytes = S().devices[di].pending_alloc_bytes.exchange(0))
+      tracker->observe_allocated_bytes(
+          bytes, trace_ns_of_ticks(S().devices[di].pending_alloc_ticks.load(std::memory_order_relaxed)));
+    const std::uint32_t launches = std::min(S().devices[di].pending_launches.exchange(0), kMaxLaunchesFed);
+    for (std::uint32_t i = 0; i < launches && !change; ++i)
+      change = tracker->observe(policy::Event{t, tid, device, policy::KernelLaunch{}});
+    policy::Event event{t, tid, device, std::move(kind)};
+    if (!change) {
+      change = tracker->observe(event);
+    } else {
+      tracker->observe(event);  // a launch changed the phase; the event itself still counts
+    }
+    phase_now = tracker->current();
+    S().devices[di].phase_now.store(static_cast<std::uint8_t>(phase_now));
+    S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
+    // The KV cache is sized from the query that ended the profiling pass: its transient peak is
+    // what serving's forward passes will need again.
+    if (change && change->to == policy::Phase::kv_allocation) {
+      DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+      d.profiling_peak.store(std::max(d.last_transient_peak.load(), d.profiling_transient_max.load()));
+    }
+    if (change && phase_now == policy::Phase::serving) {
+      bool all = true;
+      for (auto& t : S().phases)
+        if (t && t->current() != policy::Phase::serving) all = false;
+      S().all_serving.store(all);
+    }
+  }
+  if (!change) return;
+  std::string& e = event_head("i", "phase", fmt::format("phase: {}", policy::to_string(change->to)));
+  e += fmt::format(R"(,"s":"g","args":{{"device":{},"phase":"{}","previous":"{}","reason":)", device,
+                   policy::to_string(change->to), policy::to_string(change->from));
+  append_json_string(e, change->reason);
+  e += "}}";
+  trace().event(e, true);
+  emit_all_counters();
+  log().info("device {}: phase {} -> {} ({})", device, policy::to_string(change->from), policy::to_string(change->to),
+             change->reason);
+}
+
+std::string_view current_phase_name(int device) {
+  return policy::to_string(static_cast<policy::Phase>(S().devices[static_cast<std::size_t>(device)].phase_now.load()));
+}
+
+// The device of the calling thread's last tracked call (t_hot.last_device): launches are
+// attributed to it without a driver query per launch.
+KVREMAP_HOT_PATH int tracked_device() {
+  t_hot.last_device = only_one_device() ? 0 : device_index(current_device());
+  return t_hot.last_device;
+}
+
+[[gnu::always_inline]] inline Category category_for(State& st, AllocKind kind) {
+  if (KVREMAP_UNLIKELY(own_capture_open() || st.global_captures.load(std::memory_order_relaxed) > 0))
+    return Category::graph_pool;
+  switch (kind) {
+    case AllocKind::kStreamOrdered:
+      return Category::async_pool;
+    case AllocKind::kVmmHandle:
+      return Category::vmm;
+    case AllocKind::kKvArena:
+      return Category::kv;
+    case AllocKind::kPlain:
+      break;
+  }
+  return Category::other;
+}
+
+// `now_ticks`: the hook's timestamp (tick_clock.h), or 0 to read the clock here.
+[[gnu::always_inline]] inline void account_alloc(State& st, int device, Category c, std::uint64_t bytes,
+                                                 std::uint64_t now_ticks = 0) {
+  CategoryStats& s = st.devices[static_cast<std::size_t>(device)].categories[index_of(c)];
+  const std::int64_t live = s.live.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
+  s.allocated.fetch_add(bytes, std::memory_order_relaxed);
+  s.allocations.fetch_add(1, std::memory_order_relaxed);
+  std::int64_t peak = s.peak.load(std::memory_order_relaxed);
+  while (KVREMAP_UNLIKELY(live > peak) && !s.peak.compare_exchange_weak(peak, live)) {
+  }
+  if (KVREMAP_UNLIKELY(live > peak))
+    s.peak_ts_ns.store(trace_ns_of_ticks(now_ticks ? now_ticks : ticks()), std::memory_order_relaxed);
+  if (st.devices[static_cast<std::size_t>(device)].post_kv.load(std::memory_order_relaxed)) {
+    std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
+    while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
+    }
+  }
+  if (KVREMAP_LIKELY(c == Category::other || c == Category::kv)) {
+    DeviceStats& d = st.devices[static_cast<std::size_t>(device)];
+    const std::int64_t engine_live =
+        d.categories[index_of(Category::other)].live.load() + d.categories[index_of(Category::kv)].live.load();
+    std::int64_t seen = d.other_max_since_query.load(std::memory_order_relaxed);
+    while (KVREMAP_UNLIKELY(engine_live > seen) && !d.other_max_since_query.compare_exchange_weak(seen, engine_live)) {
+    }
+  }
+}
+
+[[gnu::always_inline]] inline void account_free(State& st, int device, Category c, std::uint64_t bytes) {
+  CategoryStats& s = st.devices[static_cast<std::size_t>(device)].categories[index_of(c)];
+  s.live.fetch_sub(static_cast<std::int64_t>(bytes));
+  s.frees.fetch_add(1, std::memory_order_relaxed);
+}
+
+void note_capture_allocation(std::uint64_t bytes) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const int tid = current_tid();
+  ActiveCapture* target = nullptr;
+  for (ActiveCapture& c : S().captures) {
+    if (c.tid == tid) {
+      target = &c;
+      break;
+    }
+    if (!target && c.mode == 0) target = &c;
+  }
+  if (target) target->allocated += bytes;
+}
+
+// Records an object (allocation, exec, module) that holds device memory in `map`.
+[[gnu::always_inline]] inline void record(State& st, LiveMap& map, std::uint64_t key, int device, Category c,
+                                          std::uint64_t bytes, std::uint64_t now_ticks = 0) {
+  // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
+  if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
+    account_free(st, previous->device, previous->category, previous->bytes);
+  account_alloc(st, device, c, bytes, now_ticks);
+}
+
+template <typename Body>
+[[gnu::always_inline]] inline void guarded(const char* what, Body&& body) {
+  if (KVREMAP_UNLIKELY(g_disabled.load(std::memory_order_relaxed))) return;
+  try {
+    ensure_started();
+    body();
+  } catch (const std::exception& e) {
+    disable(fmt::format("internal error in {}: {}", what, e.what()).c_str());
+  } catch (...) {
+    disable(what);
+  }
+}
+
+// Graph execs and modules: driver objects that hold device memory from creation to destruction.
+void held_object_event(const char* cat, const char* name, const char* api, const char* key_field, std::uint64_t key,
+                       std::uint64_t bytes, int device) {
+  std::string& e = event_head("i", cat, name);
+  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
+                   hex_pointer(key), bytes, device);
+  trace().event(e);
+  emit_counter(device, false);
+}
+
+// Returns the device charged.
+int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* name, const char* key_field,
+                       std::uint64_t key, std::uint64_t bytes, const char* api) {
+  const int device = tracked_device();
+  see_device(device);
+  record(S(), map, key, device, c, bytes);
+  held_object_event(cat, name, api, key_field, key, bytes, device);
+  return device;
+}
+
+// Allocations of every kind live in one map, except VMM handles (a handle is not an address).
+Held held_of(AllocKind kind) {
+  return KVREMAP_UNLIKELY(kind == AllocKind::kVmmHandle) ? Held::kVmmHandle : Held::kAllocation;
+}
+
+[[gnu::always_inline]] inline LiveMap& map_of(State& st, Held held) {
+  if (KVREMAP_LIKELY(held == Held::kAllocation)) return st.allocations;  // the hot paths' case
+  switch (held) {
+    case Held::kVmmHandle:
+      return st.handles;
+    case Held::kGraphExec:
+      return st.execs;
+    case Held::kModule:
+      return st.modules;
+    case Held::kAllocation:
+      break;
+  }
+  return st.allocations;
+}
+
+void release_own_captures(void* captures) {
+  auto* c = static_cast<OwnCaptures*>(captures);
+  if (c && c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+}
+
+// The calling thread's OwnCaptures, created at its first capture; the thread's reference is
+// dropped when it ends (a pthread key's destructor: t_hot itself has none).
+OwnCaptures* this_threads_captures() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    pthread_key_create(&k, release_own_captures);
+    return k;
+  }();
+  if (!t_hot.own_captures) {
+    t_hot.own_captures = new OwnCaptures;
+    pthread_setspecific(key, t_hot.own_captures);
+  }
+  return t_hot.own_captures;
+}
+
+}  // namespace
+
+namespace tracker_detail {
+State& create_state() {
+  auto* fresh = new State;
+  State* expected = nullptr;
+  if (g_state.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;  // another thread's first call won
+  return *expected;
+}
+}  // namespace tracker_detail
+
+bool kv_window(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t && t->kv_window();
+}
+
+std::uint64_t kv_tensor_bytes(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t ? t->kv_tensor_bytes() : 0;
+}
+
+bool kv_burst_recognised(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t && t->current() >= policy::Phase::kv_allocation;
+}
+
+void start_post_kv_peaks(int device) {
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  for (CategoryStats& c : d.categories) {
+    c.post_kv_start.store(c.live.load());
+    c.post_kv_peak.store(c.live.load());
+  }
+  d.post_kv.store(true);
+}
+
+std::string post_kv_peaks_json(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  std::string j = "{";
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    if (i) j += ',';
+    const CategoryStats& c = d.categories[i];
+    j += fmt::format(R"("{}":{{"at_kv_end":{},"peak":{},"peak_above":{}}})", policy::to_string(kAllCategories[i]),
+                     c.post_kv_start.load(), c.post_kv_peak.load(), c.post_kv_peak.load() - c.post_kv_start.load());
+  }
+  return j + "}";
+}
+
+PostKvNeeds post_kv_needs(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  PostKvNeeds n;
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const CategoryStats& c = d.categories[i];
+    const std::int64_t live = c.live.load(), start = c.post_kv_start.load(), peak = c.post_kv_peak.load();
+    if (kAllCategories[i] != policy::Category::kv && live > start) n.resident_growth += static_cast<std::uint64_t>(live - start);
+    if (peak > live) n.transient += static_cast<std::uint64_t>(peak - live);
+  }
+  return n;
+}
+
+std::uint64_t sizing_free_bytes(int device) {
+  return S().devices[static_cast<std::size_t>(device_index(device))].sizing_free.load();
+}
+
+std::optional<SizingQueryInfo> sizing_query(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  const std::int64_t index = d.sizing_index.load();
+  if (index < 0) return std::nullopt;
+  return SizingQueryInfo{static_cast<std::uint64_t>(index), std::string(policy::to_string(
+                                                               static_cast<policy::Phase>(d.sizing_phase.load()))),
+                         d.sizing_driver_free.load()};
+}
+
+UpcomingQuery upcoming_memory_query(int device) {
+  const std::size_t i = static_cast<std::size_t>(device_index(device));
+  const DeviceStats& d = S().devices[i];
+  UpcomingQuery q;
+  q.before_kv = !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& tracker = S().phases[i];
+  q.index = S().checkpoints.size();
+  q.phase = std::string(policy::to_string(tracker ? tracker->current() : policy::Phase::init));
+  return q;
+}
+
+static_assert(kCategoryWindows == kCategories);
+
+std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  std::array<CategoryWindow, kCategoryWindows> out{};
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const CategoryStats& c = d.categories[i];
+    out[i] = CategoryWindow{c.post_kv_start.load(), c.post_kv_peak.load(), c.live.load()};
+  }
+  return out;
+}
+
+std::uint64_t profiling_peak_bytes(int device) {
+  return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
+}
+
+bool capture_open() { return own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0; }
+
+int tracked_device_now() { return tracked_device(); }
+
+void reclassify(std::uint64_t ptr, bool to_kv) {
+  guarded("reclassify", [&] {
+    State& st = S();
+    const Category to = to_kv ? Category::kv : Category::other;
+    Live before;
+    if (!st.allocations.update(ptr, [&](Live& live) {
+          before = live;
+          live.category = to;
+        }))
+      return;
+    const Category from = before.category;
+    if (from == to) return;
+    account_free(st, before.device, from, before.bytes);
+    account_alloc(st, before.device, to, before.bytes);
+    // A free in the old category and an allocation in the new one, so replaying the events gives
+    // the same bytes per category as the summary.
+    for (const bool freeing : {true, false}) {
+      std::string& e = event_head("i", "alloc", freeing ? "free" : "alloc");
+      e +=
+          fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
+                      hex_pointer(ptr), before.bytes, before.device, policy::to_string(freeing ? from : to));
+      if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(before.device));
+      e += "}}";
+      trace().event(e);
+    }
+  });
+}
+
+void trace_kv_event(const char* name, const std::string& args_json) {
+  guarded("trace_kv_event", [&] {
+    std::string& e = event_head("i", "kv", name);
+    e += R"(,"s":"g","args":)";
+    e += args_json;
+    e += "}";
+    trace().event(e, true);
+    emit_all_counters();
+  });
+}
+
+KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind kind, const char* api,
+                               void* return_address, int device_hint) {
+  // cudaMalloc(0) succeeds with a null pointer: nothing was allocated, and nothing will be freed.
+  if (KVREMAP_UNLIKELY(ptr == 0)) return;
+  guarded("on_alloc", [&] {
+    State& st = S();
+    const int device = device_hint >= 0 ? (t_hot.last_device = device_index(device_hint)) : tracked_device();
+    see_device(st, device);
+    const Category c = category_for(st, kind);
+    const std::uint64_t now = ticks();  // the one clock read of this hook
+    record(st, map_of(st, held_of(kind)), ptr, device, kind == AllocKind::kKvArena ? Category::kv : c, bytes, now);
+    if (KVREMAP_UNLIKELY(c == Category::graph_pool)) note_capture_allocation(bytes);
+    if (KVREMAP_LIKELY(trace().is_open())) {
+      const std::uint8_t phase = st.devices[static_cast<std::size_t>(device)].phase_now.load(std::memory_order_relaxed);
+      const bool fits = bytes <= HotRecord::kMaxBytes;
+      const std::uint64_t packed =
+          HotRecord::pack(fits ? bytes : 0, device, kHotAlloc, static_cast<std::uint8_t>(c), phase);
+      if (KVREMAP_LIKELY(bytes < stack_min_bytes_option() && fits)) {
+        trace().hot(now, ptr, api, packed);
+      } else {
+        // Large allocations name their caller: the record's line, formatted here, plus that string.
+        const std::string caller = caller_object(return_address);
+        emit_hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
+                      fits ? nullptr : &bytes);
+      }
+    }
+    emit_counter(st, device, false, now);
+    const auto di = static_cast<std::size_t>(device);
+    if (KVREMAP_UNLIKELY(!st.devices[di].sum_allocations.load(std::memory_order_relaxed))) {
+      feed_phase(device, policy::Alloc{ptr, bytes, c, api});
+    } else if (c != Category::graph_pool) {
+      // No phase rule looks at this allocation by itself: its size is added up, lock-free.
+      st.devices[di].pending_alloc_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      st.devices[di].pending_alloc_ticks.store(now, std::memory_order_relaxed);
+    }
+  });
+}
+
+KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
+  FreeTicket ticket;
+  ticket.key = key;
+  ticket.held = held;
+  // Without a state nothing was ever tracked, so none is created here; and a take neither allocates
+  // nor throws, so this step needs no guard beyond the off switch.
+  State* st = g_state.load(std::memory_order_acquire);
+  if (KVREMAP_UNLIKELY(!st || g_disabled.load(std::memory_order_relaxed))) return ticket;
+  const std::optional<Live> live = map_of(*st, held).take(key);
+  if (KVREMAP_UNLIKELY(!live)) return ticket;
+  ticket.bytes = live->bytes;
+  ticket.device = live->device;
+  ticket.category = static_cast<std::uint8_t>(live->category);
+  ticket.tracked = true;
+  return ticket;
+}
+
+KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* api) {
+  if (KVREMAP_UNLIKELY(!ticket.tracked)) return;
+  guarded("end_free", [&] {
+    const Live live{ticket.bytes, ticket.device, static_cast<Category>(ticket.category)};
+    State& st = S();
+    if (KVREMAP_UNLIKELY(!ok)) {
+      // The driver kept the object, so nobody can have been handed its key meanwhile.
+      if (std::optional<Live> other = map_of(st, ticket.held).put(ticket.key, live))
+        account_free(st, other->device, other->category, other->bytes);
+      return;
+    }
+    account_free(st, live.device, live.category, live.bytes);
+    if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
+      held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
+      return;
+    }
+    if (KVREMAP_UNLIKELY(ticket.held == Held::kModule)) {
+      held_object_event("module", "module unload", api, "handle", ticket.key, live.bytes, live.device);
+      return;
+    }
+    const std::uint64_t now = ticks();
+    if (KVREMAP_LIKELY(trace().is_open())) {
+      if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
+        trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
+      } else {
+        emit_hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
+                      nullptr, &live.bytes);
+      }
+    }
+    emit_counter(st, live.device, false, now);  // frees never move the phase: no tracker call on this hot path
+  });
+}
+
+bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
+  const FreeTicket ticket = begin_free(ptr, held_of(kind));
+  end_free(ticket, true, api);
+  return ticket.tracked;
+}
+
+void on_memory_query(const char* api, std::size_t driver_free, std::size_t driver_total, std::size_t returned_free,
+                     std::size_t returned_total) {
+  guarded("on_memory_query", [&] {
+    const int device = tracked_device();
+    see_device(device);
+    DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+    // Plain allocations, wherever they were placed (large ones may sit in the KV arena).
+    const std::int64_t other_now =
+        d.categories[index_of(Category::other)].live.load() + d.categories[index_of(Category::kv)].live.load();
+    // What came and went since the previous query: a forward pass's activations (weights stay).
+    const std::int64_t transient = d.other_max_since_query.load() - other_now;
+    d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
+    d.other_max_since_query.store(other_now);
+    const bool sizing =
+        !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
+    if (sizing) d.sizing_free.store(returned_free);
+    std::string args;
+    {
+      std::lock_guard<std::mutex> g(S().lock);
+      const auto& tracker = S().phases[static_cast<std::size_t>(device)];
+      if (sizing) {
+        d.sizing_index.store(static_cast<std::int64_t>(S().checkpoints.size()));
+        d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
+        d.sizing_driver_free.store(driver_free);
+      }
+      args = fmt::format(
+          R"({{"index":{},"api":"{}","device":{},"driver_free":{},"driver_total":{},"returned_free":{},"returned_total":{},"phase":"{}","ts":{:.3f}}})",
+          S().checkpoints.size(), api, device, driver_free, driver_total, returned_free, returned_total,
+          policy::to_string(tracker ? tracker->current() : policy::Phase::init), trace_now_us());
+      S().checkpoints.push_back(args);
+    }
+    std::string& e = event_head("i", "checkpoint", "memory query");
+    e += R"(,"s":"p","args":)";
+    e += args;
+    e += "}";
+    trace().event(e, true);
+    emit_counter(device, true);
+    feed_phase(device, policy::MemoryQuery{driver_free, driver_total, returned_free, returned_total});
+    // After feed_phase, which shows the tracker the launches since the last event: the query that
+    // ends the profiling forward is the one that moves the phase to profiling.
+    if (static_cast<policy::Phase>(d.phase_now.load()) == policy::Phase::profiling && transient > 0)
+      d.profiling_transient_max.store(
+          std::max(d.profiling_transient_max.load(), static_cast<std::uint64_t>(transient)));
+  });
+}
+
+void on_capture_begin(std::uint64_t stream, int mode) {
+  guarded("on_capture_begin", [&] {
+    const int device = tracked_device();
+    std::uint64_t id = 0;
+    // The window is a slice on this thread's track, which allocation lifetimes share.
+    const std::uint64_t begin_ns = trace().fence_thread(trace_now_ns());
+    OwnCaptures* own = this_threads_captures();
+    own->open.fetch_add(1);
+    own->refs.fetch_add(1, std::memory_order_relaxed);  // the ActiveCapture's, dropped when it ends
+    {
+      std::lock_guard<std::mutex> g(S().lock);
+      id = S().next_capture_id++;
+      S().captures.push_back(ActiveCapture{stream, id, mode, current_tid(), begin_ns, 0, own});
+    }
+    if (mode == 0) S().global_captures.fetch_add(1);
+    S().capture_count.fetch_add(1, std::memory_order_relaxed);
+    const policy::CaptureMode m = mode == 0   ? policy::CaptureMode::global
+                                  : mode == 1 ? policy::CaptureMode::per_thread
+                                              : policy::CaptureMode::relaxed;
+    feed_phase(device, policy::CaptureBegin{id, m});
+  });
+}
+
+void on_capture_end(std::uint64_t stream, bool ok) {
+  guarded("on_capture_end", [&] {
+    const int device = tracked_device();
+    std::optional<ActiveCapture> ended;
+    bool interleaved = false;  // another window on the same track began later and is still open
+    {
+      std::lock_guard<std::mutex> g(S().lock);
+      for (auto it = S().captures.begin(); it != S().captures.end(); ++it) {
+        if (it->stream == stream) {
+          ended = *it;
+          S().captures.erase(it);
+          break;
+        }
+      }
+      if (ended)
+        for (const ActiveCapture& c : S().captures) interleaved |= c.tid == ended->tid && c.begin_ns > ended->begin_ns;
+    }
+    if (!ended) return;
+    if (ended->owner) {
+      if (ended->owner->open.load() > 0) ended->owner->open.fetch_sub(1);
+      release_own_captures(ended->owner);
+    }
+    if (ended->mode == 0) S().global_captures.fetch_sub(1);
+    static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
+    const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
+    const std::string args =
+        fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
+                    ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
+                    ok ? "ok" : "invalidated", ended->allocated);
+    const double begin_us = static_cast<double>(ended->begin_ns) / 1000.0;
+    if (!interleaved) {
+      // A slice on the capturing thread's track.
+      trace().event(
+          fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",{})",
+                      process_id(), ended->tid, begin_us, static_cast<double>(end_ns - ended->begin_ns) / 1000.0, args),
+          true);
+    } else {
+      // It would end inside a window that began after it on the same track, which slices cannot
+      // express: an async pair instead, which viewers draw on a track of its own.
+      trace().event(
+          fmt::format(R"({{"ph":"b","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture",{})",
+                      ended->id, process_id(), ended->tid, begin_us, args));
+      trace().event(
+          fmt::format(
+              R"({{"ph":"e","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture","args":{{}}}})",
+              ended->id, process_id(), ended->tid, static_cast<double>(end_ns) / 1000.0),
+          true);
+    }
+    feed_phase(device, policy::CaptureEnd{ended->id, ok});
+  });
+}
+
+bool free_device_bytes(std::uint64_t* free_bytes) {
+  std::size_t f = 0, t = 0;
+  if (!real_memory_info(&f, &t)) return false;
+  *free_bytes = f;
+  return true;
+}
+
+void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api) {
+  guarded("on_graph_instantiate", [&] {
+    const int device =
+        held_object_loaded(S().execs, Category::graph_exec, "graph", "graph instantiate", "exec", exec, bytes, api);
+    feed_phase(device, policy::GraphInstantiate{bytes});
+  });
+}
+
+void on_graph_launch() {
+  S().graph_launches.fetch_add(1, std::memory_order_relaxed);
+  if (S().all_serving.load(std::memory_order_relaxed)) return;
+  guarded("on_graph_launch", [&] { feed_phase(tracked_device(), policy::GraphLaunch{}); });
+}
+
+void on_kernel_launch() {
+  S().kernel_launches.fetch_add(1, std::memory_order_relaxed);
+  if (S().all_serving.load(std::memory_order_relaxed)) return;
+  S().devices[static_cast<std::size_t>(t_hot.last_device)].pending_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {
+  guarded("on_module_load", [&] {
+    S().module_loads.fetch_add(1, std::memory_order_relaxed);
+    const int device =
+        held_object_loaded(S().modules, Category::module, "module", "module load", "handle", handle, bytes, api);
+    feed_phase(device, policy::ModuleLoad{bytes});
+  });
+}
+
+void prepare_fork() {
+  hook_threads_prepare_fork();
+  trace().prepare_fork();
+}
+void parent_after_fork() {
+  trace().parent_after_fork();
+  hook_threads_parent_after_fork();
+}
+
+void child_after_fork() {
+  trace().child_after_fork();
+  hook_threads_child_after_fork();
+  // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
+  auto* fresh = new State;
+  fresh->forked_from = g_state.load();
+  g_state.store(fresh, std::memory_order_release);
+  g_disabled.store(false);
+  g_finished.store(false);
+  // The parent's open captures are not the child's; their ActiveCaptures stay in the parent's
+  // state, each still holding its reference.
+  if (t_hot.own_captures) t_hot.own_captures->open.store(0);
+  refresh_process_id();
+  tick_clock_child_after_fork();
+}
+
+}  // namespace kvremap::interpose

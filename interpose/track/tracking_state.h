@@ -1,0 +1,186 @@
+// Tracking state shared by the tracker, its trace events and the exit handlers (internal to interpose/).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "interpose/base/device_index.h"
+#include "interpose/trace/event_line.h"
+#include "interpose/base/hot_path.h"
+#include "interpose/track/live_map.h"
+#include "interpose/base/thread_hot.h"
+#include "interpose/trace/trace_writer.h"
+#include "policy/events.h"
+#include "policy/phases.h"
+
+namespace kvremap::interpose::tracker_detail {
+
+using policy::Category;
+
+constexpr std::size_t kCategories = 7;
+constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Category::graph_pool, Category::graph_exec,
+                                                           Category::module, Category::async_pool, Category::vmm,
+                                                           Category::other};
+// Counter events for one device at most once a millisecond, plus at every checkpoint, phase change
+// and exit.
+constexpr std::uint64_t kCounterIntervalMs = 1;
+
+// One cache line each: an allocation writes its category's line and no other.
+struct alignas(64) CategoryStats {
+  std::atomic<std::int64_t> live{0};
+  std::atomic<std::int64_t> peak{0};
+  std::atomic<std::uint64_t> peak_ts_ns{0};
+  std::atomic<std::uint64_t> allocated{0};
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> frees{0};
+  // Highest live bytes since the KV burst ended (post_kv_from set): what autotuning, graph pools,
+  // graph execs and modules really needed after the engine sized its KV cache.
+  std::atomic<std::int64_t> post_kv_peak{0};
+  std::atomic<std::int64_t> post_kv_start{0};  // live bytes when the KV burst ended
+};
+
+// Laid out by cache line for the allocation path, which runs right after the driver's system calls
+// have evicted most of the caches: it reads one line of flags, writes one line of sums and its
+// category's line (and reads the kv category's), where it touched nine lines before.
+struct DeviceStats {
+  // Read by every allocation, written seldom.
+  alignas(64) std::atomic<bool> seen{false};
+  std::atomic<bool> post_kv{false};
+  // !PhaseTracker::needs_each_allocation(): when true, allocations only add their size to
+  // pending_alloc_bytes, folded in before the device's next event.
+  std::atomic<bool> sum_allocations{false};
+  std::atomic<std::uint8_t> phase_now{0};            // the phase each allocation event is stamped with
+  std::atomic<std::uint64_t> next_counter_ticks{0};  // throttled counter samples wait until then
+  // The most `other` bytes live since the last memory query; at each query, how far above what is
+  // live then that went (memory that came and went); frozen when the KV burst starts.
+  std::atomic<std::int64_t> other_max_since_query{0};
+  // Written by every summed allocation (and kernel launch).
+  alignas(64) std::atomic<std::uint64_t> pending_alloc_bytes{0};
+  std::atomic<std::uint64_t> pending_alloc_ticks{0};
+  // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
+  std::atomic<std::uint32_t> pending_launches{0};
+  std::array<CategoryStats, kCategories> categories;
+  std::atomic<std::uint64_t> total{0};
+  std::atomic<std::uint64_t> last_transient_peak{0};
+  // The largest transient measured at any query of the profiling phase: engines that estimate graph
+  // memory query again after the profiling forward, which must not hide its activations.
+  std::atomic<std::uint64_t> profiling_transient_max{0};
+  std::atomic<std::uint64_t> profiling_peak{0};
+  // Free memory the engine was told at its last query before the KV burst: the one it sized from.
+  std::atomic<std::uint64_t> sizing_free{0};
+  // That query's index among the process's memory queries (-1: none yet), its phase, the driver's free.
+  std::atomic<std::int64_t> sizing_index{-1};
+  std::atomic<std::uint8_t> sizing_phase{0};
+  std::atomic<std::uint64_t> sizing_driver_free{0};
+};
+
+// Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture
+// may be ended by another thread, which must close it for the thread that began it. Allocated at a
+// thread's first capture; freed when the thread has ended and no capture it began is still open
+// (a capture may outlive the thread that began it).
+struct OwnCaptures {
+  std::atomic<int> open{0};
+  std::atomic<int> refs{1};  // the beginning thread's, and one per ActiveCapture naming it
+};
+
+struct ActiveCapture {
+  std::uint64_t stream = 0;
+  std::uint64_t id = 0;
+  int mode = 0;
+  int tid = 0;
+  std::uint64_t begin_ns = 0;  // trace time, fenced on the capturing thread's track
+  std::uint64_t allocated = 0;
+  OwnCaptures* owner = nullptr;  // the beginning thread's
+};
+
+// Everything below is heap-allocated and never destroyed: hooks may run during and after exit.
+struct State {
+  // In a forked child, the parent's state, kept reachable but never used or destroyed: its mutex
+  // may have been held by another thread at the fork.
+  State* forked_from = nullptr;
+  std::atomic<bool> trace_opened{false};
+  std::atomic<int> global_captures{0};  // beside trace_opened: both are read by every allocation
+  std::once_flag open_once;
+  std::array<DeviceStats, kMaxDevices> devices;
+  LiveMap allocations;  // device pointers (cuMemAlloc family, async)
+  LiveMap handles;      // VMM handles
+  LiveMap execs;        // graph execs: bytes consumed at instantiation
+  LiveMap modules;      // modules and libraries: bytes consumed at load
+
+  std::mutex lock;  // captures, checkpoints, phase trackers
+  std::vector<ActiveCapture> captures;
+  std::uint64_t next_capture_id = 1;
+  std::vector<std::string> checkpoints;  // JSON objects, for the summary
+  std::array<std::optional<policy::PhaseTracker>, kMaxDevices> phases;
+  std::atomic<bool> all_serving{false};
+
+  std::atomic<std::uint64_t> capture_count{0};
+  std::atomic<std::uint64_t> graph_launches{0};
+  std::atomic<std::uint64_t> kernel_launches{0};
+  std::atomic<std::uint64_t> module_loads{0};
+};
+
+// A constant-initialised pointer, not a global object: hooks can run before this library's dynamic
+// initialisers (another library's constructor may allocate), and a forked child swaps in a fresh
+// state. Reading it costs one load, unlike a function-local static's guard on every call.
+inline std::atomic<State*> g_state{nullptr};
+State& create_state();
+[[gnu::always_inline]] inline State& S() {
+  State* s = g_state.load(std::memory_order_acquire);
+  return KVREMAP_LIKELY(s != nullptr) ? *s : create_state();
+}
+// Whether a capture is open on one of the calling thread's streams (its OwnCaptures, in t_hot).
+inline bool own_capture_open() {
+  const OwnCaptures* c = t_hot.own_captures;
+  return KVREMAP_UNLIKELY(c != nullptr) && c->open.load(std::memory_order_relaxed) > 0;
+}
+
+inline std::size_t index_of(Category c) { return static_cast<std::size_t>(c); }
+
+// --- trace events (trace_events.cpp) ---
+// The process id, cached (getpid() is a system call); refreshed in a forked child.
+int process_id();
+void refresh_process_id();
+// The head of a cold event in a reused per-thread string; finish one event before starting another.
+std::string& event_head(const char* ph, const char* cat, std::string_view name);
+// The HotFormatter of this trace's alloc/free records (set on the writer when the trace opens).
+std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capacity);
+// An allocation's or a free's line, formatted now and written as a cold event: with "caller" when
+// given, and `full_bytes` as its size when that is above HotRecord::kMaxBytes.
+void emit_hot_line(const HotRecord& record, const char* caller, const std::uint64_t* full_bytes = nullptr);
+void emit(const EventLine& e);
+// First sight of a device: its total memory in a metadata event.
+void first_sight_of_device(int device);
+// `st` is S(), passed by hooks that already hold it (each S() is an atomic load and a branch).
+inline void see_device(State& st, int device) {
+  if (KVREMAP_UNLIKELY(!st.devices[static_cast<std::size_t>(device)].seen.load(std::memory_order_acquire)))
+    first_sight_of_device(device);
+}
+inline void see_device(int device) { see_device(S(), device); }
+// A counter sample of a device's live bytes per category (throttled unless `force`), stamped
+// `now_ticks` (the hook's own timestamp, so a hot path reads the clock once).
+void emit_counter_sample(int device, bool force, std::uint64_t now_ticks);
+// Inline: on the allocation path almost every call ends at the first comparison.
+inline void emit_counter(State& st, int device, bool force, std::uint64_t now_ticks) {
+  if (KVREMAP_LIKELY(!force && now_ticks < st.devices[static_cast<std::size_t>(device)].next_counter_ticks.load(
+                                               std::memory_order_relaxed)))
+    return;
+  emit_counter_sample(device, force, now_ticks);
+}
+void emit_counter(int device, bool force);
+void emit_all_counters();
+std::string options_json();
+// Creates the trace file with its header, when tracing is on.
+void open_trace();
+std::string summary_json(const char* reason);
+
+// --- exit handling (exit_handlers.cpp) ---
+void install_exit_handlers();
+
+}  // namespace kvremap::interpose::tracker_detail
