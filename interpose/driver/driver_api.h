@@ -1,5 +1,8 @@
-// The real driver functions kvremap itself calls (device of the current context, free memory).
+// The one port to the real driver for kvremap's own calls: each function resolved once through libcuda's
+// cuGetProcAddress.
 #pragma once
+
+#include <cudaTypedefs.h>
 
 #include <atomic>
 #include <cstddef>
@@ -29,9 +32,35 @@ std::uint64_t real_device_total(int device);
 std::string real_device_name(int device);
 // Real cuDriverGetVersion (e.g. 13000), or 0.
 int real_driver_version();
+// Real cuCtxSynchronize: true when it succeeded.
+bool real_synchronize();
+// CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED of `device`: host-located VMM handles work.
+bool real_host_vmm_supported(int device);
+// The minimum VMM granularity of pinned device memory on `device`, or 0 when the driver cannot say.
+std::uint64_t real_vmm_granularity(int device);
+// cuGetErrorName's name for `error`, or "unknown error".
+std::string real_error_name(CUresult error);
+
+// The driver's VMM functions the KV arena drives (one table, so tests can give it the simulator's).
+struct VmmFunctions {
+  PFN_cuMemAddressReserve_v10020 address_reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 address_free = nullptr;
+  PFN_cuMemCreate_v10020 create = nullptr;
+  PFN_cuMemRelease_v10020 release = nullptr;
+  PFN_cuMemMap_v10020 map = nullptr;
+  PFN_cuMemUnmap_v10020 unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuMemsetD8_v3020 memset_d8 = nullptr;
+  // Every function present.
+  bool complete() const {
+    return address_reserve && address_free && create && release && map && unmap && set_access && memset_d8;
+  }
+};
+// The real driver's table; incomplete (some null) until libcuda is loaded.
+VmmFunctions real_vmm_functions();
 
 // The driver's own cuGetProcAddress_v2 (libcuda's export), or nullptr before libcuda is loaded.
-using ProcAddressFn = int (*)(const char*, void**, int, unsigned long long, int*);
+using ProcAddressFn = PFN_cuGetProcAddress_v12000;
 ProcAddressFn real_proc_address();
 
 }  // namespace kvremap::interpose

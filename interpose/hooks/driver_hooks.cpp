@@ -60,7 +60,7 @@ bool same_abi(const DriverHook& h, int version, unsigned long long flags, void* 
   ProcAddressFn resolver = real_proc_address();
   if (!resolver) return false;
   void* reference = nullptr;
-  int status = 0;
+  CUdriverProcAddressQueryResult status{};
   if (resolver(std::string(h.base_name).c_str(), &reference, h.first_version, flags, &status) != 0) return false;
   return reference == real_fn;
 }

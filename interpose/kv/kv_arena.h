@@ -8,20 +8,13 @@
 #include <memory>
 #include <vector>
 
+#include "interpose/driver/driver_api.h"
+
 namespace kvremap::interpose {
 
-// The driver functions the arena uses. The interposer fills this with the real driver's functions;
-// tests with the simulated driver's. All must be set.
-struct ArenaDriver {
-  CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
-  CUresult (*address_free)(CUdeviceptr, size_t);
-  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
-  CUresult (*release)(CUmemGenericAllocationHandle);
-  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-  CUresult (*unmap)(CUdeviceptr, size_t);
-  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
-  CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t);
-};
+// The driver functions the arena uses: the interposer passes the real driver's (real_vmm_functions()),
+// tests the simulated driver's. All must be set.
+using ArenaDriver = VmmFunctions;
 
 struct ArenaConfig {
   int device = 0;

@@ -62,7 +62,7 @@ std::size_t kv_reported_free(std::size_t driver_free);
 // `kv sizing adjusted`; `reported` unchanged everywhere else.
 inline std::size_t kv_sizing_free(std::size_t reported, std::size_t total) {
   return kv_mode() && options().sizing != policy::SizingWhen::engine ? kv_detail::sizing_free(reported, total)
-                                                                      : reported;
+                                                                     : reported;
 }
 
 }  // namespace kvremap::interpose

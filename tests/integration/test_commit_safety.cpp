@@ -346,21 +346,26 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
   const std::string base_dir = make_temp_dir();
   env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer"});
   const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"};
-  // How long a whole start-up takes here, to spread the kill points over it.
-  const auto start = std::chrono::steady_clock::now();
+  // How long a whole start-up takes here, to spread the kill points over it: the shorter of two
+  // runs, so one slowed by a busy machine does not push most points past the end.
   std::vector<std::string> timed = env;
   timed.push_back("KVREMAP_TRACE_DIR=" + base_dir);
-  ASSERT_EQ(run_program(argv, timed, {}, 120).exit_code, 0);
-  const auto whole_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  long long whole_us = 0;
+  for (int run = 0; run < 2; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(run_program(argv, timed, {}, 120).exit_code, 0);
+    const long long us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    whole_us = run == 0 ? us : std::min(whole_us, us);
+  }
   constexpr int kPoints = 24;
   int killed = 0;
   for (int i = 0; i < kPoints; ++i) {
     const std::string dir = make_temp_dir();
     std::vector<std::string> e = env;
     e.push_back("KVREMAP_TRACE_DIR=" + dir);
-    // Evenly over the start-up, a little past its end too.
-    if (WIFSIGNALED(kill_after(argv, e, whole_us * (i + 1) / kPoints))) ++killed;
+    // Evenly over the start-up.
+    if (WIFSIGNALED(kill_after(argv, e, whole_us * i / kPoints))) ++killed;
     for (const std::string& file : trace_files(dir)) {
       SCOPED_TRACE(file + " killed at point " + std::to_string(i));
       kvremap::trace::Trace trace;

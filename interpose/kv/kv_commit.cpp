@@ -1,0 +1,168 @@
+// The commit: the plan from what start-up work measured (policy/commit_plan), each KV tensor backed as planned, the
+// stop when it cannot be.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "interpose/base/library.h"
+#include "interpose/driver/driver_api.h"
+#include "interpose/kv/kv_state.h"
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/tracker.h"
+#include "policy/units.h"
+
+namespace kvremap::interpose::kv_internal {
+namespace {
+
+// The commit's own exit status when the KV cache cannot be backed (docs/kv-deferral.md): not 1, which
+// engines use for any error.
+constexpr int kExitKvDoesNotFit = 78;
+
+[[noreturn]] void stop(const std::string& message, int status) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  finish("kv commit failed");
+  std::_Exit(status);
+}
+
+// Device memory serving needs free beside the KV cache, never less than KVREMAP_HEADROOM: engines
+// that profile run the profiled forward passes again; SGLang serves from its own reserve (what
+// --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs).
+std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::string* source) {
+  const std::uint64_t floor = options().headroom_bytes;
+  std::uint64_t need = 0;
+  const KvState& state = K();
+  if (state.engine.kind == policy::EngineKind::sglang) {
+    const std::uint64_t kv = k.deferred_bytes;
+    const std::uint64_t sized_from = sizing_free_bytes(k.device);
+    const std::uint64_t reserve =
+        state.engine.mem_fraction_static
+            ? static_cast<std::uint64_t>(static_cast<double>(total) * (1.0 - *state.engine.mem_fraction_static))
+            : (sized_from > kv ? sized_from - kv : 0);
+    const std::uint64_t resident = post_kv_needs(k.device).resident_growth;
+    need = reserve > resident ? reserve - resident : 0;
+    *source = "SGLang's activation reserve";
+  } else {
+    need = profiling_peak_bytes(k.device);
+    *source = "profiled activation peak";
+  }
+  if (need <= floor) {
+    *source = "KVREMAP_HEADROOM";
+    return floor;
+  }
+  return need;
+}
+
+}  // namespace
+
+// `reason`: the decision point that committed; `call`: the API at that point, for the trace.
+void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
+  if (!real_synchronize())
+    stop(
+        "kvremap: cannot commit the KV cache: synchronising the device failed; stopping rather than serving from "
+        "scratch memory",
+        kExitKvDoesNotFit);
+  std::size_t free_bytes = 0, total = 0;
+  if (!real_memory_info(&free_bytes, &total))
+    stop("kvremap: cannot commit the KV cache: cuMemGetInfo failed; stopping rather than serving from scratch memory",
+         kExitKvDoesNotFit);
+  const policy::Options& o = options();
+  const KvState& state = K();
+  std::string headroom_source;
+  policy::CommitInputs in;
+  for (const Placement& r : k.regions)
+    if (r.kv) in.tensor_bytes.push_back(k.arena->region_bytes(r.base));
+  in.granularity = k.arena->granularity();
+  in.chunk_bytes = o.chunk_bytes;
+  in.device_free_bytes = free_bytes;
+  in.device_total_bytes = total;
+  in.headroom_bytes = serving_headroom(k, total, &headroom_source);
+  in.host_vmm_supported = real_host_vmm_supported(k.device);
+  in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
+  look_up_profile(K(), k);
+  in.post_kv_transient_bytes = post_kv_needs(k.device).transient;
+  in.engine = state.engine.kind;
+  in.gpu_memory_utilization = state.engine.gpu_memory_utilization;
+  in.mem_fraction_static = state.engine.mem_fraction_static;
+  in.kv_cache_memory = state.engine.kv_cache_memory;
+  const policy::CommitPlan plan = policy::plan_commit(in);
+  const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
+                        : plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
+                                                                           : "fail";
+  trace_kv_event(
+      "kv commit plan",
+      fmt::format(
+          R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+          R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
+          R"("headroom_bytes":{},"headroom_source":"{}","post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
+          R"("verdict":"{}"}})",
+          k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(), plan.host_bytes_per_tensor,
+          in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes, headroom_source, in.post_kv_transient_bytes,
+          plan.margin_bytes, plan.deficit_bytes, verdict));
+  if (plan.deficit_bytes > 0 && o.deficit == policy::DeficitWhen::restart && restart_would_help(state, k))
+    restart_for_profile(K(), k, plan, in.headroom_bytes);
+  if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
+  // Each tensor as planned: its first bytes on the device, its end on host memory. A failed commit
+  // leaves its region on scratch, so it can be tried again: once more for a transient driver error;
+  // with its whole tensor on host memory when the device ran out after all. Either way only that
+  // tensor is affected, never the ones after it.
+  std::size_t tensor = 0;
+  std::uint64_t host_per_tensor = 0;
+  std::size_t moved_to_host = 0;
+  for (Placement& r : k.regions) {
+    if (!r.kv) continue;
+    const std::uint64_t device_bytes = plan.tensors[tensor++].device_bytes;
+    const CUresult first = k.arena->commit(r.base, device_bytes);
+    CUresult e = first;
+    if (e != CUDA_SUCCESS && e != CUDA_ERROR_OUT_OF_MEMORY) e = k.arena->commit(r.base, device_bytes);
+    if (e == CUDA_ERROR_OUT_OF_MEMORY && in.host_vmm_supported && device_bytes > 0) {
+      e = k.arena->commit(r.base, 0);
+      ++moved_to_host;
+    }
+    if (e != CUDA_SUCCESS)
+      stop(fmt::format("kvremap: committing the KV region at {:#x} failed with driver error {} ({}); stopping rather "
+                       "than serving from scratch memory",
+                       r.base, static_cast<int>(first), real_error_name(first)),
+           kExitKvDoesNotFit);
+    host_per_tensor = std::max(host_per_tensor, k.arena->host_bytes(r.base));
+  }
+  if (moved_to_host > 0)
+    log().warn(
+        "device {}: the device refused {} of the planned tensor shares at the commit; those tensors are "
+        "wholly on host memory",
+        k.device, moved_to_host);
+  const bool scratch_released = k.arena->release_scratch();
+  k.committed = true;
+  k.trigger.committed();
+  refresh_counts(K());
+  const std::uint64_t host_bytes = k.arena->host_bytes();
+  trace_kv_event(
+      "kv committed",
+      fmt::format(
+          R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
+          R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
+          R"("deficit_bytes":{},"scratch_released":{},"sizing_shift_bytes":{},"same_start_flags":"{}","post_kv_peaks":{}}})",
+          k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes,
+          plan.tensors.size(), host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes,
+          plan.deficit_bytes, scratch_released, effective_shift(k),
+          policy::same_start_flags(state.engine, effective_shift(k), plan.kv_bytes, total),
+          post_kv_peaks_json(k.device)));
+  report_sizing_outcome(k);
+  measure_profile(k, plan, in.headroom_bytes);
+  // From here the same peaks measure serving, for the exit's "kv serving peaks".
+  start_post_kv_peaks(k.device);
+  write_profile(K(), k);
+  log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
+  if (host_bytes != plan.host_bytes) {
+    log().warn("{} (placed: {:.2f} GiB on host memory)", plan.message,
+               static_cast<double>(host_bytes) / static_cast<double>(1ULL << 30));
+  } else if (host_bytes > 0) {
+    log().warn("{}", plan.message);
+  } else {
+    log().info("{}", plan.message);
+  }
+}
+
+}  // namespace kvremap::interpose::kv_internal

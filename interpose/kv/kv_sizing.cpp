@@ -1,0 +1,232 @@
+// Profiles and learned sizing: the profile each commit writes, the one a start finds, the sizing query it moves, the
+// restart.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+#include "interpose/base/library.h"
+#include "interpose/driver/driver_api.h"
+#include "interpose/kv/kv_manager.h"
+#include "interpose/kv/kv_state.h"
+#include "interpose/kv/profile_store.h"
+#include "interpose/trace/json.h"
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/tracker.h"
+#include "policy/units.h"
+
+namespace kvremap::interpose::kv_internal {
+
+static_assert(kCategoryWindows == policy::kCategoryCount);
+
+std::int64_t wall_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// The profile of the start-up just committed: the key from the engine's command line and the device,
+// the KV it asked for, what post-KV work held and peaked at per category, the commit's margin.
+policy::ProfileKey profile_key(const KvState& k, int device) {
+  policy::ProfileKey key;
+  key.argv = k.argv;
+  key.device_name = real_device_name(device);
+  key.device_total_bytes = real_device_total(device);
+  key.rank = static_cast<std::uint32_t>(device);
+  key.driver_version = real_driver_version();
+  return key;
+}
+
+ProfileDirectory profile_dir() {
+  return profile_directory(options().profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+}
+
+// The shift this start's sizing query applied, when that query is the one the engine sized from
+// (the last before its KV burst): the next start moves on from it. A shift at any other query says
+// nothing about this start's KV size.
+std::int64_t effective_shift(const DeviceKv& d) {
+  if (!d.shift_applied) return 0;
+  const auto q = sizing_query(d.device);
+  return q && q->index == d.applied_index ? d.applied_shift : 0;
+}
+
+void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+  const KvState& k = K();
+  const policy::ProfileKey key = profile_key(k, d.device);
+  policy::Profile p;
+  p.key = policy::key_text(key);
+  for (const Placement& r : d.regions) {
+    if (!r.kv) continue;
+    p.kv_requested_bytes += r.requested;
+    ++p.kv_tensors;
+  }
+  p.granularity_bytes = d.arena ? d.arena->granularity() : 0;
+  const auto windows = post_kv_windows(d.device);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    const CategoryWindow& w = windows[i];
+    // The KV cache is not post-KV work: only what came and went in its category counts.
+    const std::int64_t held =
+        i == static_cast<std::size_t>(policy::Category::kv) ? 0 : std::max<std::int64_t>(w.live - w.at_start, 0);
+    const std::int64_t above = std::max<std::int64_t>(w.peak - std::max(w.live, w.at_start), 0);
+    p.post_kv[i] = policy::PostKvPeak{static_cast<std::uint64_t>(held), static_cast<std::uint64_t>(above)};
+  }
+  p.margin_bytes = plan.margin_bytes;
+  p.sizing_shift_bytes = effective_shift(d);
+  p.memory_share = policy::memory_share(k.engine);
+  p.headroom_bytes = headroom;
+  if (auto q = sizing_query(d.device))
+    p.sizing_query = policy::SizingQuery{static_cast<std::uint32_t>(q->index), q->phase, q->driver_free};
+  p.measured_at = wall_seconds();
+  d.profile_name = policy::profile_file_name(key);
+  d.profile_hash = policy::fnv1a_64(p.key);
+  d.profile = std::move(p);
+}
+
+// Writes the device's profile where KVREMAP_PROFILE_DIR says. A failure costs the next start its
+// learned sizing, never this one: one warning per process, then on.
+bool write_profile(KvState& k, DeviceKv& d) {
+  if (!d.profile) return false;
+  const ProfileDirectory dir = profile_dir();
+  if (dir.path.empty()) return false;
+  d.profile->written_at = wall_seconds();
+  std::string problem;
+  const std::optional<std::string> path =
+      write_profile_file(dir, d.profile_name, policy::to_json(*d.profile), &problem);
+  if (!path) {
+    if (!k.warned_profile) log().warn("device {}: no profile written: {}", d.device, problem);
+    k.warned_profile = true;
+    return false;
+  }
+  std::string args = fmt::format(R"({{"device":{},"path":)", d.device);
+  append_json_string(args, *path);
+  args += fmt::format(R"(,"key_hash":"{:016x}"}})", d.profile_hash);
+  trace_kv_event("kv profile written", args);
+  return true;
+}
+
+// A profile's fate on one device: {"device", "profile" (its path), "reason"}.
+void trace_profile_event(const char* name, int device, const std::string& path, const std::string& reason) {
+  std::string args = fmt::format(R"({{"device":{},"profile":)", device);
+  append_json_string(args, path);
+  args += R"(,"reason":)";
+  append_json_string(args, reason);
+  args += "}";
+  trace_kv_event(name, args);
+}
+
+// Once per device, at its first memory query before the KV burst (or at its commit): the profile an
+// earlier start of this configuration wrote, and the shift it asks for. An unusable one is one warning.
+void look_up_profile(KvState& k, DeviceKv& d) {
+  if (d.lookup_done) return;
+  d.lookup_done = true;
+  const policy::Options& o = options();
+  const ProfileDirectory dir = profile_dir();
+  if (dir.path.empty()) return;
+  const policy::ProfileKey key = profile_key(k, d.device);
+  d.previous_path = dir.path + "/" + policy::profile_file_name(key);
+  std::string problem;
+  d.previous = load_profile_file(d.previous_path, policy::key_text(key), &problem);
+  if (!problem.empty()) {
+    log().warn("device {}: profile ignored: {}", d.device, problem);
+    trace_profile_event("kv profile ignored", d.device, d.previous_path, problem);
+    return;
+  }
+  if (!d.previous || o.sizing == policy::SizingWhen::engine) return;
+  const auto not_applicable = policy::sizing_not_applicable(k.engine);
+  std::string reason;
+  if (not_applicable) {
+    reason = *not_applicable;
+  } else if (!d.previous->sizing_query) {
+    reason = "the profile recorded no sizing query";
+  } else {
+    d.step = policy::next_sizing(*d.previous, o.sizing, policy::memory_share(k.engine), real_device_total(d.device));
+    if (d.step->shift_bytes != 0) return;
+    reason = d.step->reason;
+  }
+  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, d.previous_path, reason);
+  trace_profile_event("kv sizing unchanged", d.device, d.previous_path, reason);
+}
+
+// Whether a restart sized from this start's profile could do better: the sizing query can move (not
+// KVREMAP_SIZING=engine, a KV size not given on the command line, a sizing query seen) and no profile
+// already asked for a shift this start could not apply (that start would come out the same).
+bool restart_would_help(const KvState& k, const DeviceKv& d) {
+  return options().sizing != policy::SizingWhen::engine && !policy::sizing_not_applicable(k.engine) &&
+         sizing_query(d.device).has_value() && !d.shift_applied && !(d.step && d.step->shift_bytes != 0);
+}
+
+// KVREMAP_DEFICIT=restart on a start whose KV cache does not fit: the profile is written and the
+// process exits before serving, so the next start is sized from it. Returns only when no profile
+// could be written (the deficit then goes to host memory as with `host`).
+void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+  measure_profile(d, plan, headroom);
+  if (!write_profile(k, d)) {
+    log().warn(
+        "device {}: KVREMAP_DEFICIT=restart: no profile could be written, so a restart would not be sized "
+        "differently; the {} the device lacks goes to host memory",
+        d.device, policy::format_bytes(plan.deficit_bytes));
+    return;
+  }
+  trace_kv_event("kv restart", fmt::format(R"({{"device":{},"deficit_bytes":{},"exit_status":{}}})", d.device,
+                                           plan.deficit_bytes, policy::kExitRestartForProfile));
+  std::fprintf(stderr,
+               "kvremap: device %d: the KV cache lacks %s on the device; its profile is written, exiting with status "
+               "%d (KVREMAP_DEFICIT=restart): the next start is sized from it (kvremap run restarts once)\n",
+               d.device, policy::format_bytes(plan.deficit_bytes).c_str(), policy::kExitRestartForProfile);
+  finish("kv restart");
+  std::_Exit(policy::kExitRestartForProfile);
+}
+
+// After the commit: one line when a profile's shift did not reach the query the engine sized from.
+void report_sizing_outcome(const DeviceKv& d) {
+  if (!d.step || d.step->shift_bytes == 0) return;
+  const auto q = sizing_query(d.device);
+  if (d.shift_applied && q && q->index == d.applied_index) return;
+  const policy::SizingQuery& recorded = *d.previous->sizing_query;
+  const std::string what = d.shift_applied
+                               ? fmt::format("the shift went to memory query {}, but the engine sized from query {}",
+                                             d.applied_index, q ? std::to_string(q->index) : std::string("none"))
+                               : fmt::format("no memory query {} in phase {} came (the engine's start-up changed)",
+                                             recorded.index, recorded.phase);
+  log().warn("device {}: the profile {} did not size this start: {}; the profile is rewritten from this start",
+             d.device, d.previous_path, what);
+  trace_profile_event("kv sizing missed", d.device, d.previous_path, what);
+}
+
+}  // namespace kvremap::interpose::kv_internal
+
+namespace kvremap::interpose::kv_detail {
+using namespace kv_internal;
+
+std::size_t sizing_free(std::size_t reported, std::size_t total) {
+  if (!tracking()) return reported;
+  const int device = tracked_device_now();
+  const UpcomingQuery q = upcoming_memory_query(device);
+  if (!q.before_kv) return reported;
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  DeviceKv& d = k.at(device);
+  if (d.shift_applied || d.deferred || d.committed || !d.regions.empty()) return reported;
+  look_up_profile(k, d);
+  if (!d.step || d.step->shift_bytes == 0) return reported;
+  const policy::SizingQuery& recorded = *d.previous->sizing_query;
+  if (q.index != recorded.index || q.phase != recorded.phase) return reported;
+  const std::uint64_t told = policy::shifted_free(reported, d.step->shift_bytes, total);
+  d.shift_applied = true;
+  d.applied_index = q.index;
+  d.applied_shift = d.step->shift_bytes;
+  std::string args = fmt::format(
+      R"({{"device":{},"query_index":{},"phase":"{}","driver_free":{},"reported_free":{},"shift_bytes":{},)"
+      R"("sizing":"{}","previous_margin_bytes":{},"previous_shift_bytes":{},"slack_bytes":{},"target_kv_bytes":{},"step_bytes":{},"profile":)",
+      device, q.index, q.phase, reported, told, d.step->shift_bytes, policy::to_string(options().sizing),
+      d.previous->margin_bytes, d.previous->sizing_shift_bytes, d.step->slack_bytes, d.step->target_kv_bytes,
+      d.step->step_bytes);
+  append_json_string(args, d.previous_path);
+  args += R"(,"reason":)";
+  append_json_string(args, d.step->reason);
+  args += "}";
+  trace_kv_event("kv sizing adjusted", args);
+  log().info("device {}: sized from profile {}: {}", device, d.previous_path, d.step->reason);
+  return told;
+}
+
+}  // namespace kvremap::interpose::kv_detail

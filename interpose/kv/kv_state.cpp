@@ -1,0 +1,52 @@
+// The KV manager's state: made once from the options and the engine's command line; the hooks' quick counters.
+#include "interpose/kv/kv_state.h"
+
+#include "interpose/base/library.h"
+#include "interpose/base/process_cmdline.h"
+
+namespace kvremap::interpose::kv_internal {
+
+KvState& K() {
+  static KvState* state = [] {
+    auto* s = new KvState;
+    const policy::Options& o = options();
+    const std::vector<std::string> argv = engine_command_line();
+    s->argv = argv;
+    switch (o.engine) {
+      case policy::EngineWhen::detect:
+        s->engine = policy::profile_engine(argv);
+        break;
+      case policy::EngineWhen::vllm:
+        s->engine = policy::with_kind(argv, policy::EngineKind::vllm);
+        break;
+      case policy::EngineWhen::sglang:
+        s->engine = policy::with_kind(argv, policy::EngineKind::sglang);
+        break;
+      case policy::EngineWhen::other:
+        s->engine = policy::with_kind(argv, policy::EngineKind::other);
+        break;
+    }
+    s->trigger_config.mode = static_cast<policy::TriggerMode>(static_cast<int>(o.commit));
+    s->trigger_config.graphs_expected = s->engine.graphs_expected;
+    return s;
+  }();
+  return *state;
+}
+
+std::atomic<int> g_active{0};
+std::atomic<int> g_pending{0};
+std::atomic<bool> g_any_arena{false};        // frees need the lock only once an arena exists
+std::atomic<bool> g_serving_checked{false};  // the first graph launch checked that something was deferred
+
+void refresh_counts(KvState& k) {
+  int active = 0, pending = 0;
+  for (const auto& d : k.devices) {
+    if (!d || d->committed) continue;
+    if (!d->regions.empty()) ++active;
+    if (d->deferred && d->deferred_bytes > 0) ++pending;
+  }
+  g_active.store(active);
+  g_pending.store(pending);
+}
+
+}  // namespace kvremap::interpose::kv_internal
