@@ -91,6 +91,25 @@ std::string next_start_hint(const CommitInputs& in, std::int64_t margin_bytes) {
   return "next start under kvremap: " + under_flags + "; without kvremap: " + without_flags;
 }
 
+std::string_view to_string(CommitVerdict verdict) {
+  switch (verdict) {
+    case CommitVerdict::all_device:
+      return "all_device";
+    case CommitVerdict::host_tail:
+      return "host_tail";
+    case CommitVerdict::fail:
+      break;
+  }
+  return "fail";
+}
+
+FreeWhileDeferred free_while_deferred(std::uint64_t driver_free, std::uint64_t deferred_bytes,
+                                      std::uint64_t scratch_bytes) {
+  const std::uint64_t hidden = deferred_bytes > scratch_bytes ? deferred_bytes - scratch_bytes : 0;
+  if (driver_free >= hidden) return {driver_free - hidden, 0};
+  return {0, hidden - driver_free};
+}
+
 CommitPlan plan_commit(const CommitInputs& in) {
   CommitPlan plan;
   const std::size_t n = in.tensor_bytes.size();

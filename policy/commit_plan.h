@@ -41,6 +41,9 @@ enum class CommitVerdict : std::uint8_t {
   fail,        // not enough memory and no host tier: stop with the message
 };
 
+// "all_device", "host_tail", "fail": the trace's `verdict`.
+std::string_view to_string(CommitVerdict verdict);
+
 // One tensor's split: its first device_bytes on the device, the last host_bytes on host memory.
 struct TensorSplit {
   std::uint64_t device_bytes = 0;
@@ -65,6 +68,16 @@ struct CommitPlan {
 // host whole and the share is recomputed over the others for what it could not hold. No tensors:
 // all_device with no bytes.
 CommitPlan plan_commit(const CommitInputs& in);
+
+// While the KV cache is deferred, the free memory a query reports: what would be free with the KV
+// cache fully backed (the scratch stands in for all of it). `short_bytes`: how far below nothing that
+// would be (the engine's start-up needs more than its sizing left); the answer is then 0.
+struct FreeWhileDeferred {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t short_bytes = 0;
+};
+FreeWhileDeferred free_while_deferred(std::uint64_t driver_free, std::uint64_t deferred_bytes,
+                                      std::uint64_t scratch_bytes);
 
 // What to run next time so the KV cache fits, naming the engine's own flags: vLLM
 // `--gpu-memory-utilization` / `--kv-cache-memory`, SGLang `--mem-fraction-static`, both engines'

@@ -7,7 +7,7 @@
 
 namespace kvremap::policy {
 
-// KVREMAP_COMMIT's values (policy::CommitWhen in options.h lists them in the same order).
+// KVREMAP_COMMIT's values (`auto`, `first-launch`, `manual`), in the options table's order.
 enum class TriggerMode : std::uint8_t {
   automatic,     // "auto": start-up windows proven from captures and the engine's flags (below)
   first_launch,  // "first-launch": before the first launch of any kind after the KV burst

@@ -62,8 +62,13 @@ constexpr std::array<OptionSpec, 17> kOptions{{
      "children); `vllm`, `sglang` name it for launchers that hide it; `other` assumes no CUDA-graph capture follows "
      "the KV cache, so the commit comes before the first launch.",
      assign_enum<&Options::engine>, read_enum<&Options::engine>},
-    {"KVREMAP_HEADROOM", OptionType::size, "256MiB", {}, "Device memory left free when the KV cache is committed.",
-     assign_plain<&Options::headroom_bytes>, read_plain<&Options::headroom_bytes>},
+    {"KVREMAP_HEADROOM",
+     OptionType::size,
+     "256MiB",
+     {},
+     "Device memory left free when the KV cache is committed.",
+     assign_plain<&Options::headroom_bytes>,
+     read_plain<&Options::headroom_bytes>},
     {"KVREMAP_DEFICIT", OptionType::enumeration, "host", kDeficitNames,
      "When the KV cache does not fit at commit: `host` backs the tail with host memory where the device supports "
      "it, `fail` stops with what to change, `restart` writes the profile and exits with status 75 when no profile "
@@ -74,22 +79,42 @@ constexpr std::array<OptionSpec, 17> kOptions{{
      "less free memory at the engine's sizing query by what the KV cache lacked, never more KV than the engine "
      "sizes alone; `fit` also grows the KV cache into a measured surplus; `engine` leaves the engine's figure alone.",
      assign_enum<&Options::sizing>, read_enum<&Options::sizing>},
-    {"KVREMAP_CHUNK_BYTES", OptionType::size, "512MiB", {},
+    {"KVREMAP_CHUNK_BYTES",
+     OptionType::size,
+     "512MiB",
+     {},
      "Size of each physical handle backing the KV arena (a multiple of the VMM granularity).",
-     assign_plain<&Options::chunk_bytes>, read_plain<&Options::chunk_bytes>},
-    {"KVREMAP_SCRATCH_BYTES", OptionType::size, "64MiB", {},
+     assign_plain<&Options::chunk_bytes>,
+     read_plain<&Options::chunk_bytes>},
+    {"KVREMAP_SCRATCH_BYTES",
+     OptionType::size,
+     "64MiB",
+     {},
      "Size of the scratch handle aliased over deferred KV (divides `KVREMAP_CHUNK_BYTES`).",
-     assign_plain<&Options::scratch_bytes>, read_plain<&Options::scratch_bytes>},
-    {"KVREMAP_ARENA_BYTES", OptionType::size, "0", {},
+     assign_plain<&Options::scratch_bytes>,
+     read_plain<&Options::scratch_bytes>},
+    {"KVREMAP_ARENA_BYTES",
+     OptionType::size,
+     "0",
+     {},
      "Virtual address space reserved for the KV arena; `0` means twice the device's memory.",
-     assign_plain<&Options::arena_bytes>, read_plain<&Options::arena_bytes>},
-    {"KVREMAP_KV_MIN_BYTES", OptionType::size, "64MiB", {},
+     assign_plain<&Options::arena_bytes>,
+     read_plain<&Options::arena_bytes>},
+    {"KVREMAP_KV_MIN_BYTES",
+     OptionType::size,
+     "64MiB",
+     {},
      "Allocations at least this large made after the engine's sizing memory query are KV-cache candidates.",
-     assign_plain<&Options::kv_min_bytes>, read_plain<&Options::kv_min_bytes>},
-    {"KVREMAP_KV_TENSOR_BYTES", OptionType::size, "0", {},
+     assign_plain<&Options::kv_min_bytes>,
+     read_plain<&Options::kv_min_bytes>},
+    {"KVREMAP_KV_TENSOR_BYTES",
+     OptionType::size,
+     "0",
+     {},
      "Size of each KV-cache tensor, for engines whose start-up recognition misses: allocations of exactly this "
      "size (outside capture, until the KV cache is deferred) are KV; `0` recognises the size from the KV burst.",
-     assign_plain<&Options::kv_tensor_bytes>, read_plain<&Options::kv_tensor_bytes>},
+     assign_plain<&Options::kv_tensor_bytes>,
+     read_plain<&Options::kv_tensor_bytes>},
     {"KVREMAP_TRACE",
      OptionType::boolean,
      "on",
@@ -224,26 +249,31 @@ std::vector<OptionProblem> combination_problems(const Options& o, const std::vec
   };
   if (o.mode != Mode::defer) {
     static constexpr std::array<std::string_view, 11> kDeferOnly{
-        "KVREMAP_COMMIT",        "KVREMAP_ENGINE",        "KVREMAP_HEADROOM",    "KVREMAP_DEFICIT",
-        "KVREMAP_SIZING",        "KVREMAP_CHUNK_BYTES",   "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES",
-        "KVREMAP_KV_MIN_BYTES",  "KVREMAP_KV_TENSOR_BYTES", "KVREMAP_PROFILE_DIR"};
+        "KVREMAP_COMMIT",       "KVREMAP_ENGINE",          "KVREMAP_HEADROOM",      "KVREMAP_DEFICIT",
+        "KVREMAP_SIZING",       "KVREMAP_CHUNK_BYTES",     "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES",
+        "KVREMAP_KV_MIN_BYTES", "KVREMAP_KV_TENSOR_BYTES", "KVREMAP_PROFILE_DIR"};
     for (std::string_view name : given)
       if (std::find(kDeferOnly.begin(), kDeferOnly.end(), name) != kDeferOnly.end())
-        out.push_back({std::string(name), "", "kvremap: " + std::string(name) + " has no effect with KVREMAP_MODE=" +
-                                                  std::string(to_string(o.mode)) + ": set KVREMAP_MODE=defer to use it"});
+        out.push_back({std::string(name), "",
+                       "kvremap: " + std::string(name) + " has no effect with KVREMAP_MODE=" +
+                           std::string(to_string(o.mode)) + ": set KVREMAP_MODE=defer to use it"});
     return out;
   }
   const std::string chunk = "KVREMAP_CHUNK_BYTES=" + size_text(o.chunk_bytes);
   const std::string scratch = "KVREMAP_SCRATCH_BYTES=" + size_text(o.scratch_bytes);
   if (o.chunk_bytes == 0) {
-    add("KVREMAP_CHUNK_BYTES", 0, chunk + " is too small: KV is backed by chunks of at least the VMM granularity; use "
-                                          "a size such as 512MiB");
+    add("KVREMAP_CHUNK_BYTES", 0,
+        chunk +
+            " is too small: KV is backed by chunks of at least the VMM granularity; use "
+            "a size such as 512MiB");
   } else if (o.scratch_bytes == 0) {
-    add("KVREMAP_SCRATCH_BYTES", 0, scratch + " is too small: use a size that divides " + chunk + ", such as " +
-                                        size_text(power_of_two_divisor(o.chunk_bytes, 64ULL << 20)));
+    add("KVREMAP_SCRATCH_BYTES", 0,
+        scratch + " is too small: use a size that divides " + chunk + ", such as " +
+            size_text(power_of_two_divisor(o.chunk_bytes, 64ULL << 20)));
   } else if (o.scratch_bytes > o.chunk_bytes || o.chunk_bytes % o.scratch_bytes != 0) {
     add("KVREMAP_SCRATCH_BYTES", o.scratch_bytes,
-        scratch + " does not divide " + chunk + ": the scratch is mapped a whole number of times over each chunk; use " +
+        scratch + " does not divide " + chunk +
+            ": the scratch is mapped a whole number of times over each chunk; use " +
             size_text(power_of_two_divisor(o.chunk_bytes, o.scratch_bytes)) + " or another divisor of the chunk");
   }
   if (o.arena_bytes != 0 && o.chunk_bytes != 0 && o.arena_bytes < o.chunk_bytes)
@@ -263,6 +293,8 @@ std::string_view to_string(Mode mode) {
   const auto i = static_cast<std::size_t>(mode);
   return i < kModeNames.size() ? kModeNames[i] : std::string_view("?");
 }
+
+DeficitMode deficit_mode(DeficitWhen when) { return when == DeficitWhen::fail ? DeficitMode::fail : DeficitMode::host; }
 
 std::string_view to_string(SizingWhen sizing) {
   const auto i = static_cast<std::size_t>(sizing);
@@ -436,7 +468,8 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
     }
     any_invalid = true;
     parsed.problems.push_back(
-        {name, value, "kvremap: " + name + "='" + printable(value) + "' is invalid: expected " + accepted_values(*spec)});
+        {name, value,
+         "kvremap: " + name + "='" + printable(value) + "' is invalid: expected " + accepted_values(*spec)});
   }
 
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".

@@ -11,6 +11,9 @@
 #include <variant>
 #include <vector>
 
+#include "policy/commit_plan.h"
+#include "policy/commit_trigger.h"
+
 namespace kvremap::policy {
 
 // Enum options are X-macros so that adding a value (say, `X(defer)`) is a one-line change that
@@ -31,8 +34,6 @@ std::string_view to_string(LogLevel level);
 
 // The settings in force. Build one with default_options() or parse_options(); a value-initialised
 // Options{} is not the documented defaults (those live in the table only).
-// KVREMAP_COMMIT's values, in policy::TriggerMode's order (names with '-' cannot be X-macro names).
-enum class CommitWhen : std::uint8_t { automatic, first_launch, manual };
 // KVREMAP_ENGINE's values: `detect` reads the command line; the others name the engine.
 enum class EngineWhen : std::uint8_t { detect, vllm, sglang, other };
 // KVREMAP_DEFICIT's values, in policy::DeficitMode's order.
@@ -45,19 +46,22 @@ enum class SizingWhen : std::uint8_t { learned, fit, engine };
 // The exit status of KVREMAP_DEFICIT=restart (EX_TEMPFAIL: try again), which `kvremap run` restarts on.
 inline constexpr int kExitRestartForProfile = 75;
 std::string_view to_string(SizingWhen sizing);
+// What the commit plan does with a deficit under `when`: `restart` plans like `host` (the restart is
+// decided beside the plan).
+DeficitMode deficit_mode(DeficitWhen when);
 
 struct Options {
   Mode mode{};
   // Beside `mode`: every tracked allocation reads both, so they share a cache line.
   std::uint64_t stack_min_bytes{};  // allocations of at least this many bytes get caller attribution
-  CommitWhen commit{};
+  TriggerMode commit{};             // KVREMAP_COMMIT
   EngineWhen engine{};
   std::uint64_t headroom_bytes{};
   DeficitWhen deficit{};
   SizingWhen sizing{};
   std::uint64_t chunk_bytes{};
   std::uint64_t scratch_bytes{};
-  std::uint64_t arena_bytes{};   // 0: twice the device's memory
+  std::uint64_t arena_bytes{};  // 0: twice the device's memory
   std::uint64_t kv_min_bytes{};
   std::uint64_t kv_tensor_bytes{};  // 0: recognise the KV tensors' size from the burst
   bool trace{};

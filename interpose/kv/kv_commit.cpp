@@ -80,7 +80,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.device_total_bytes = total;
   in.headroom_bytes = serving_headroom(k, total, &headroom_source);
   in.host_vmm_supported = real_host_vmm_supported(k.device);
-  in.deficit_mode = o.deficit == policy::DeficitWhen::fail ? policy::DeficitMode::fail : policy::DeficitMode::host;
+  in.deficit_mode = policy::deficit_mode(o.deficit);
   look_up_profile(K(), k);
   in.post_kv_transient_bytes = post_kv_needs(k.device).transient;
   in.engine = state.engine.kind;
@@ -88,9 +88,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.mem_fraction_static = state.engine.mem_fraction_static;
   in.kv_cache_memory = state.engine.kv_cache_memory;
   const policy::CommitPlan plan = policy::plan_commit(in);
-  const char* verdict = plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
-                        : plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
-                                                                           : "fail";
+  const std::string_view verdict = policy::to_string(plan.verdict);
   trace_kv_event(
       "kv commit plan",
       fmt::format(

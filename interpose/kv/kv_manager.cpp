@@ -19,6 +19,7 @@
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_arena.h"
 #include "interpose/kv/kv_state.h"
+#include "interpose/kv/kv_tags.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"
 #include "policy/commit_trigger.h"
@@ -30,20 +31,6 @@ using namespace kv_internal;
 namespace {
 
 using policy::KvTag;
-
-// kvremap_tag_push/pop: the calling thread's open tags, innermost last. Trivially destructible,
-// so allocations made while the process exits (after thread_local destructors ran) still read it.
-constexpr int kMaxTagDepth = 32;
-struct OpenTags {
-  std::array<bool, kMaxTagDepth> kv{};  // true: "kv", false: "none"
-  int depth = 0;
-};
-constinit thread_local OpenTags t_tags;
-
-KvTag current_tag() {
-  if (t_tags.depth == 0) return KvTag::untagged;
-  return t_tags.kv[static_cast<std::size_t>(t_tags.depth - 1)] ? KvTag::kv : KvTag::not_kv;
-}
 
 bool make_arena(DeviceKv& d) {
   if (d.arena) return true;
@@ -360,21 +347,18 @@ std::size_t kv_reported_free(std::size_t driver_free) {
   std::lock_guard<std::mutex> g(k.lock);
   const DeviceKv& d = k.at(device);
   if (!d.deferred || d.committed) return driver_free;
-  // The scratch stands in for all of the deferred KV: what is free beyond it is what the engine
-  // would see with the KV cache fully backed.
-  const std::uint64_t hidden =
-      d.deferred_bytes > options().scratch_bytes ? d.deferred_bytes - options().scratch_bytes : 0;
-  if (driver_free >= hidden) return driver_free - hidden;
-  // With the KV cache backed the engine would already have run out of memory: its start-up needs
-  // more than its sizing left. There is no negative free memory to report; say so once.
+  const policy::FreeWhileDeferred f =
+      policy::free_while_deferred(driver_free, d.deferred_bytes, options().scratch_bytes);
+  if (f.short_bytes == 0) return f.free_bytes;
+  // With the KV cache backed the engine would already have run out of memory: there is no negative
+  // free memory to report; say so once.
   if (!k.warned_free_below_zero) {
     k.warned_free_below_zero = true;
-    const std::uint64_t short_by = hidden - driver_free;
     log().warn(
         "device {}: with its KV cache backed the engine would now have {} less than nothing free; memory "
         "queries report 0 until the commit, and the commit plan takes the shortfall from the KV cache",
-        d.device, policy::format_bytes(short_by));
-    trace_kv_event("kv free below zero", fmt::format(R"({{"device":{},"short_bytes":{}}})", d.device, short_by));
+        d.device, policy::format_bytes(f.short_bytes));
+    trace_kv_event("kv free below zero", fmt::format(R"({{"device":{},"short_bytes":{}}})", d.device, f.short_bytes));
   }
   return 0;
 }
@@ -404,24 +388,6 @@ void kv_at_exit() {
 }
 
 }  // namespace kvremap::interpose
-
-// Explicit tagging for engines and plugins (callable through ctypes): allocations made between
-// kvremap_tag_push("kv") and the matching kvremap_tag_pop() are the KV cache.
-extern "C" __attribute__((visibility("default"))) int kvremap_tag_push(const char* tag) {
-  if (!tag) return -1;
-  const std::string_view t = tag;
-  if (t != "kv" && t != "none") return -1;  // "none": a nested region that is not KV
-  auto& tags = kvremap::interpose::t_tags;
-  if (tags.depth == kvremap::interpose::kMaxTagDepth) return -1;
-  tags.kv[static_cast<std::size_t>(tags.depth++)] = t == "kv";
-  return 0;
-}
-
-extern "C" __attribute__((visibility("default"))) int kvremap_tag_pop(void) {
-  if (kvremap::interpose::t_tags.depth == 0) return -1;
-  --kvremap::interpose::t_tags.depth;
-  return 0;
-}
 
 extern "C" __attribute__((visibility("default"))) int kvremap_commit(void) {
   using namespace kvremap::interpose;

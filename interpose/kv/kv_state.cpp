@@ -26,7 +26,7 @@ KvState& K() {
         s->engine = policy::with_kind(argv, policy::EngineKind::other);
         break;
     }
-    s->trigger_config.mode = static_cast<policy::TriggerMode>(static_cast<int>(o.commit));
+    s->trigger_config.mode = o.commit;
     s->trigger_config.graphs_expected = s->engine.graphs_expected;
     return s;
   }();

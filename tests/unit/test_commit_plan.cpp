@@ -217,3 +217,23 @@ TEST(CommitPlan, HugeHeadroomSaturatesInsteadOfWrapping) {
     EXPECT_LT(plan.margin_bytes, 0) << headroom;
   }
 }
+
+TEST(CommitPlan, VerdictsHaveTheTracesNames) {
+  EXPECT_EQ(to_string(CommitVerdict::all_device), "all_device");
+  EXPECT_EQ(to_string(CommitVerdict::host_tail), "host_tail");
+  EXPECT_EQ(to_string(CommitVerdict::fail), "fail");
+}
+
+// While deferred, a query reports what would be free with the KV cache backed: the scratch stands
+// in for the deferred bytes, so only the rest is hidden; below nothing is 0 and the shortfall.
+TEST(CommitPlan, FreeWhileDeferredHidesTheKvBeyondTheScratch) {
+  constexpr std::uint64_t kMiB = 1ull << 20;
+  EXPECT_EQ(free_while_deferred(10'000 * kMiB, 4'000 * kMiB, 64 * kMiB).free_bytes, 6'064 * kMiB);
+  EXPECT_EQ(free_while_deferred(10'000 * kMiB, 4'000 * kMiB, 64 * kMiB).short_bytes, 0u);
+  const FreeWhileDeferred below = free_while_deferred(1'000 * kMiB, 4'000 * kMiB, 64 * kMiB);
+  EXPECT_EQ(below.free_bytes, 0u);
+  EXPECT_EQ(below.short_bytes, 2'936 * kMiB);
+  EXPECT_EQ(free_while_deferred(500, 32, 64).free_bytes, 500u) << "less KV than scratch hides nothing";
+  EXPECT_EQ(free_while_deferred(3'936 * kMiB, 4'000 * kMiB, 64 * kMiB).free_bytes, 0u);
+  EXPECT_EQ(free_while_deferred(3'936 * kMiB, 4'000 * kMiB, 64 * kMiB).short_bytes, 0u);
+}
