@@ -132,8 +132,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   SIM_GUARDED_END
 }
 
-SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
-  SIM_ENTER("cuEventDestroy_v2");
+static CUresult destroy_event(CUevent hEvent) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
@@ -142,6 +141,19 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
   s.events.erase(ev);
   delete ev;
   return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
+  SIM_ENTER("cuEventDestroy_v2");
+  return destroy_event(hEvent);
+}
+
+// The CUDA 2.0 ABI of the same call, which cuda.h's macro otherwise renames to _v2.
+#undef cuEventDestroy
+extern "C" CUresult cuEventDestroy(CUevent hEvent);
+SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent) {
+  SIM_ENTER("cuEventDestroy");
+  return destroy_event(hEvent);
 }
 
 SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -114,7 +115,7 @@ void release_address(State& s, const Allocation& a) {
   }
 }
 
-CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
+CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered, Pool* pool = nullptr) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   int device = 0;
@@ -126,13 +127,28 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
   // Larger than the device (SIZE_MAX included): nothing is rounded up, so nothing can overflow.
   if (bytes > s.config.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
   const std::uint64_t mapped = round_up(bytes, s.config.granularity);
-  if (!charge_device(s, device, mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (stream_ordered) {
+    if (!pool) pool = current_pool(s, device);
+    device = pool->device;
+    // The pool's reservation after this allocation: what is used, plus the idle bytes it does not reuse.
+    const std::uint64_t reserved = pool->used + std::max(pool->idle, mapped);
+    if (pool->max_size && reserved > pool->max_size) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  // A pool's idle bytes are still charged: an allocation that fits in them charges nothing new.
+  const std::uint64_t from_idle = pool ? std::min(pool->idle, mapped) : 0;
+  if (!charge_device(s, device, mapped - from_idle)) return CUDA_ERROR_OUT_OF_MEMORY;
   const bool backed = s.config.host_backing;
   void* p = backed ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
                    : unbacked_take(s, mapped);
   if (p == MAP_FAILED) {
-    uncharge_device(s, device, mapped);
+    uncharge_device(s, device, mapped - from_idle);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (pool) {
+    pool->idle -= from_idle;
+    pool->used += mapped;
+    pool->used_high = std::max(pool->used_high, pool->used);
+    pool->reserved_high = std::max(pool->reserved_high, pool->used + pool->idle);
   }
   Allocation a;
   a.backed = backed;
@@ -141,6 +157,7 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
   a.mapped = mapped;
   a.device = device;
   a.stream_ordered = stream_ordered;
+  a.pool = pool;
   a.buffer_id = s.next_buffer_id++;
   s.allocations[a.va] = a;
   *out = a.va;
@@ -159,7 +176,17 @@ CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
   if (it == s.allocations.end() || it->second.stream_ordered != stream_ordered || it->second.ipc_opened)
     return CUDA_ERROR_INVALID_VALUE;
   release_address(s, it->second);
-  uncharge_device(s, it->second.device, it->second.mapped);
+  if (Pool* pool = it->second.pool) {
+    pool->used -= it->second.mapped;
+    // Freed work is complete at once, so the block is idle now: kept while under the release threshold.
+    if (!pool->destroyed && pool->idle + it->second.mapped <= pool->release_threshold)
+      pool->idle += it->second.mapped;
+    else
+      uncharge_device(s, it->second.device, it->second.mapped);
+    if (pool->destroyed && pool->used == 0) s.pools.erase(pool);
+  } else {
+    uncharge_device(s, it->second.device, it->second.mapped);
+  }
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }
@@ -334,6 +361,27 @@ CUresult fill_work(CUdeviceptr dst, std::uint32_t value, unsigned element, std::
                     value);
 }
 
+CUresult allocate_from_pool(CUdeviceptr* out, std::uint64_t bytes, Pool* pool) {
+  return allocate(out, bytes, true, pool);
+}
+
+Pool* default_pool(State& s, int device) {
+  Device& d = s.devices[static_cast<std::size_t>(device)];
+  if (!d.default_pool) {
+    auto pool = std::make_unique<Pool>();
+    pool->device = device;
+    pool->is_default = true;
+    d.default_pool = pool.get();
+    s.pools.emplace(pool.get(), std::move(pool));
+  }
+  return d.default_pool;
+}
+
+Pool* current_pool(State& s, int device) {
+  Device& d = s.devices[static_cast<std::size_t>(device)];
+  return d.current_pool ? d.current_pool : default_pool(s, device);
+}
+
 void release_device_allocations(State& s, int device) {
   for (auto it = s.allocations.begin(); it != s.allocations.end();) {
     if (it->second.device != device) {
@@ -345,6 +393,7 @@ void release_device_allocations(State& s, int device) {
     } else {
       release_address(s, it->second);
       uncharge_device(s, device, it->second.mapped);
+      if (it->second.pool) it->second.pool->used -= it->second.mapped;
     }
     it = s.allocations.erase(it);
   }

@@ -41,6 +41,24 @@ struct Context {
   std::unordered_set<int> peers;  // devices cuCtxEnablePeerAccess enabled
 };
 
+// A stream-ordered memory pool (cuMemPoolCreate, or a device's default pool). Work completes at enqueue
+// time, so a freed block is idle at once: kept charged while the idle bytes fit under the release
+// threshold, returned to the device otherwise.
+struct Pool {
+  int device = 0;
+  bool is_default = false;
+  bool destroyed = false;  // cuMemPoolDestroy with allocations outstanding: goes with the last one
+  std::uint64_t max_size = 0;  // 0: no limit but the device's
+  std::uint64_t used = 0;      // bytes of live allocations (granularity-rounded)
+  std::uint64_t idle = 0;      // freed bytes still charged to the device
+  std::uint64_t used_high = 0;
+  std::uint64_t reserved_high = 0;
+  std::uint64_t release_threshold = 0;
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
+};
+
 // Memory from cuMemAlloc/cuMemAllocPitch/cuMemAllocAsync: an anonymous private mapping.
 struct Allocation {
   std::uint64_t va = 0;
@@ -48,6 +66,7 @@ struct Allocation {
   std::uint64_t mapped = 0;  // what was mmap'ed and charged (rounded to the granularity)
   int device = 0;
   bool stream_ordered = false;  // cuMemAllocAsync: pool memory, not legacy-IPC capable
+  Pool* pool = nullptr;         // the pool a stream-ordered allocation came from
   bool backed = true;           // false: an address of the unbacked range (SIMCUDA_HOST_BACKING=0)
   std::uint64_t buffer_id = 0;
   int ipc_fd = -1;              // exported with cuIpcGetMemHandle: now a MAP_SHARED memfd another process can map
@@ -153,6 +172,8 @@ struct Function {
 struct Device {
   std::uint64_t used = 0;
   Context primary;
+  Pool* default_pool = nullptr;  // created at first use
+  Pool* current_pool = nullptr;  // cuDeviceSetMemPool; the default pool when null
 };
 
 // Everything the driver knows; one instance per process (a forked child starts a fresh one).
@@ -181,6 +202,7 @@ struct State {
 
   std::map<std::uint64_t, HostBlock> host_blocks;  // keyed by va
   std::unordered_set<Event*> events;
+  std::unordered_map<Pool*, std::unique_ptr<Pool>> pools;
 
   std::unordered_set<Graph*> graphs;
   std::unordered_set<GraphExec*> execs;
@@ -239,6 +261,12 @@ CUresult fill_work(CUdeviceptr dst, std::uint32_t value, unsigned element, std::
                    bool per_thread, bool synchronous);
 // Frees the cuMemAlloc/cuMemAllocAsync memory of one device (a primary context reset). Requires the lock.
 void release_device_allocations(State& s, int device);
+// A device's default pool, created at first use. Requires the lock.
+Pool* default_pool(State& s, int device);
+// The pool cuMemAllocAsync uses on `device`: cuDeviceSetMemPool's, or the default one. Requires the lock.
+Pool* current_pool(State& s, int device);
+// cuMemAllocFromPoolAsync: a stream-ordered allocation from `pool` (nullptr: the current device's pool).
+CUresult allocate_from_pool(CUdeviceptr* out, std::uint64_t bytes, Pool* pool);
 // Page-locked host memory containing `ptr`, or nullptr. Requires the lock.
 const HostBlock* find_host_block(const State& s, std::uint64_t ptr);
 // The calling thread's context stack (cuCtxPushCurrent/cuCtxPopCurrent), below the current context.

@@ -926,7 +926,7 @@ void add_breadth_cases(std::vector<Case>& c) {
     CUevent ev = nullptr;
     return f(&ev, 0x100);
   });
-  add<decltype(cuEventDestroy_v2)>(c, {"cuEventDestroy_v2"}, "unknown event", kHandle,
+  add<decltype(cuEventDestroy_v2)>(c, {"cuEventDestroy_v2", "cuEventDestroy"}, "unknown event", kHandle,
                                    [](auto f, Env& e) { return f(e.bogus<CUevent>()); });
   add<decltype(cuEventQuery)>(c, {"cuEventQuery", "cuEventSynchronize"}, "unknown event", kHandle,
                               [](auto f, Env& e) { return f(e.bogus<CUevent>()); });
@@ -1052,6 +1052,47 @@ void add_breadth_cases(std::vector<Case>& c) {
   });
   add<decltype(cuIpcCloseMemHandle)>(c, {"cuIpcCloseMemHandle"}, "memory this process allocated", kValue,
                                      [](auto f, Env& e) { return f(e.alloc); });
+
+  add<decltype(cuMemPoolCreate)>(c, {"cuMemPoolCreate"}, "NULL properties", kValue, [](auto f, Env&) {
+    CUmemoryPool pool = nullptr;
+    return f(&pool, nullptr);
+  });
+  add<decltype(cuMemPoolCreate)>(c, {"cuMemPoolCreate"}, "bad ordinal", kDevice, [](auto f, Env&) {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 8;
+    CUmemoryPool pool = nullptr;
+    return f(&pool, &props);
+  });
+  add<decltype(cuMemPoolDestroy)>(c, {"cuMemPoolDestroy"}, "unknown pool", kValue,
+                                  [](auto f, Env& e) { return f(e.bogus<CUmemoryPool>()); });
+  add<decltype(cuMemPoolTrimTo)>(c, {"cuMemPoolTrimTo"}, "unknown pool", kValue,
+                                 [](auto f, Env& e) { return f(e.bogus<CUmemoryPool>(), 0); });
+  add<decltype(cuMemPoolSetAttribute)>(c, {"cuMemPoolSetAttribute"}, "read-only attribute", kValue, [](auto f, Env&) {
+    CUmemoryPool pool = nullptr;
+    cuDeviceGetDefaultMemPool(&pool, 0);
+    cuuint64_t v = 0;
+    return f(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v);
+  });
+  add<decltype(cuMemPoolGetAttribute)>(c, {"cuMemPoolGetAttribute"}, "attribute out of range", kValue, [](auto f, Env&) {
+    CUmemoryPool pool = nullptr;
+    cuDeviceGetDefaultMemPool(&pool, 0);
+    cuuint64_t v = 0;
+    return f(pool, out_of_range<CUmemPool_attribute>(), &v);
+  });
+  add<decltype(cuDeviceGetDefaultMemPool)>(c, {"cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool"}, "bad ordinal", kDevice,
+                                           [](auto f, Env&) {
+                                             CUmemoryPool pool = nullptr;
+                                             return f(&pool, 6);
+                                           });
+  add<decltype(cuDeviceSetMemPool)>(c, {"cuDeviceSetMemPool"}, "unknown pool", kValue,
+                                    [](auto f, Env& e) { return f(0, e.bogus<CUmemoryPool>()); });
+  add<decltype(cuMemAllocFromPoolAsync)>(c, {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"}, "unknown pool",
+                                         kValue, [](auto f, Env& e) {
+                                           CUdeviceptr p = 0;
+                                           return f(&p, 4096, e.bogus<CUmemoryPool>(), e.stream);
+                                         });
 }
 
 const std::vector<Case>& cases() {

@@ -234,4 +234,69 @@ TEST_F(Breadth, IpcExportKeepsTheAllocationsContentsAndZeroFills) {
   EXPECT_EQ(simcuda_device_used_bytes(0), 0u);
 }
 
+TEST_F(Breadth, PoolsKeepIdleMemoryUnderTheirReleaseThresholdAndTrim) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuMemPoolCreate(&pool, &props));
+  cuuint64_t threshold = 8 * kMiB;
+  ASSERT_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&a, 4 * kMiB, pool, nullptr));
+  ASSERT_CU(cuMemAllocFromPoolAsync(&b, 6 * kMiB, pool, nullptr));
+  cuuint64_t used = 0, reserved = 0, high = 0;
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  EXPECT_EQ(used, 10 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(a, nullptr));
+  ASSERT_CU(cuMemFreeAsync(b, nullptr));  // 4 MiB idle fits under 8, the next 6 do not
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &high));
+  EXPECT_EQ(used, 0u);
+  EXPECT_EQ(reserved, 4 * kMiB);
+  EXPECT_EQ(high, 10 * kMiB);
+  EXPECT_EQ(simcuda_device_used_bytes(0), 4 * kMiB) << "idle pool memory stays charged to the device";
+  // Reusing idle memory charges nothing new.
+  ASSERT_CU(cuMemAllocFromPoolAsync(&a, 2 * kMiB, pool, nullptr));
+  EXPECT_EQ(simcuda_device_used_bytes(0), 4 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(a, nullptr));
+  ASSERT_CU(cuMemPoolTrimTo(pool, kMiB));
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  EXPECT_EQ(reserved, kMiB);
+  ASSERT_CU(cuMemPoolTrimTo(pool, 0));
+  EXPECT_EQ(simcuda_device_used_bytes(0), 0u);
+  cuuint64_t nonzero = 1;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &nonzero), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemPoolDestroy(pool));
+  EXPECT_EQ(cuMemPoolTrimTo(pool, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(Breadth, CurrentPoolServesCuMemAllocAsyncAndDestroyWaitsForItsAllocations) {
+  CUmemoryPool def = nullptr, current = nullptr, pool = nullptr;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&def, 0));
+  ASSERT_CU(cuDeviceGetMemPool(&current, 0));
+  EXPECT_EQ(def, current);
+  EXPECT_EQ(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE) << "the default pool cannot be destroyed";
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.maxSize = 4 * kMiB;
+  ASSERT_CU(cuMemPoolCreate(&pool, &props));
+  ASSERT_CU(cuDeviceSetMemPool(0, pool));
+  CUdeviceptr p = 0, q = 0;
+  ASSERT_CU(cuMemAllocAsync(&p, 3 * kMiB, nullptr));
+  cuuint64_t used = 0;
+  ASSERT_CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  EXPECT_EQ(used, 4 * kMiB);
+  EXPECT_EQ(cuMemAllocAsync(&q, kMiB, nullptr), CUDA_ERROR_OUT_OF_MEMORY) << "past the pool's maxSize";
+  ASSERT_CU(cuMemPoolDestroy(pool));
+  ASSERT_CU(cuDeviceGetMemPool(&current, 0));
+  EXPECT_EQ(current, def) << "the device falls back to its default pool";
+  EXPECT_EQ(simcuda_device_used_bytes(0), 4 * kMiB) << "an outstanding allocation outlives its pool's destruction";
+  ASSERT_CU(cuMemFreeAsync(p, nullptr));
+  EXPECT_EQ(simcuda_device_used_bytes(0), 0u);
+}
+
 }  // namespace

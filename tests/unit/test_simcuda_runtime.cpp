@@ -3,6 +3,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -854,3 +856,65 @@ TEST_F(Runtime, RuntimeCopyIntoAliasedMemoryAfterMarkServingDies) {
 }
 
 }  // namespace
+
+TEST_F(Runtime, EventsTimeWorkAndStreamsWaitOnThem) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t start = nullptr, end = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&end, cudaEventBlockingSync), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 32 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(p, 3, 32 * kMiB, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(nullptr, end, 0), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventQuery(end), cudaSuccess);
+  float ms = -1;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  ASSERT_EQ(cudaEventDestroy(start), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(start), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  int can = -1;
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+  EXPECT_EQ(can, 0) << "a device is not its own peer";
+  ASSERT_EQ(cudaEventDestroy(end), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST_F(Runtime, IpcHandleOpensInAnotherProcessOverSharedMemory) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 4 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMemset(p, 0x3c, 4 * kMiB), cudaSuccess);
+  cudaIpcMemHandle_t handle;
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, p), cudaSuccess);
+  void* self = nullptr;
+  EXPECT_NE(cudaIpcOpenMemHandle(&self, handle, cudaIpcMemLazyEnablePeerAccess), cudaSuccess)
+      << "the exporting process cannot open its own handle";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A second process of the simulator: the forked child's driver starts fresh, and so must the
+    // runtime (a real runtime cannot be used across fork at all).
+    simcudart_reset_for_tests();
+    void* q = nullptr;
+    unsigned char byte = 0;
+    int rc = cudaIpcOpenMemHandle(&q, handle, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess ? 0 : 1;
+    if (rc == 0 && cudaMemcpy(&byte, static_cast<char*>(q) + 3 * kMiB, 1, cudaMemcpyDeviceToHost) != cudaSuccess) rc = 2;
+    if (rc == 0 && byte != 0x3c) rc = 3;
+    if (rc == 0 && cudaMemset(q, 0x11, 1) != cudaSuccess) rc = 4;
+    if (rc == 0 && cudaIpcCloseMemHandle(q) != cudaSuccess) rc = 5;
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  unsigned char byte = 0;
+  ASSERT_EQ(cudaMemcpy(&byte, p, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(byte, 0x11) << "the child's write is visible to the exporter";
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+}

@@ -75,6 +75,17 @@ void resolve_all(DriverTable& t) {
   r.stream_ordered(t.cuMemAllocAsync, "cuMemAllocAsync", 11020);
   r.stream_ordered(t.cuMemFreeAsync, "cuMemFreeAsync", 11020);
   r.plain(t.cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010);
+  r.plain(t.cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 11000);
+  r.plain(t.cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010);
+  r.plain(t.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000);
+
+  r.plain(t.cuEventCreate, "cuEventCreate", 2000);
+  r.plain(t.cuEventDestroy, "cuEventDestroy", 4000);
+  r.stream_ordered(t.cuEventRecord, "cuEventRecord", 2000);
+  r.plain(t.cuEventQuery, "cuEventQuery", 2000);
+  r.plain(t.cuEventSynchronize, "cuEventSynchronize", 2000);
+  r.plain(t.cuEventElapsedTime, "cuEventElapsedTime", 12080);
+  r.stream_ordered(t.cuStreamWaitEvent, "cuStreamWaitEvent", 3020);
 
   r.plain(t.cuStreamCreate, "cuStreamCreate", 2000);
   r.plain(t.cuStreamDestroy, "cuStreamDestroy", 4000);
