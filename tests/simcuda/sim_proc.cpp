@@ -9,6 +9,7 @@
 // Exports cuda.h does not declare in its default (legacy-stream, current-ABI) mode.
 #undef cuGetProcAddress
 #undef cuGraphInstantiate
+#undef cuDevicePrimaryCtxRelease
 extern "C" {
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGraphInstantiate(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);

@@ -918,3 +918,30 @@ TEST_F(Runtime, IpcHandleOpensInAnotherProcessOverSharedMemory) {
   EXPECT_EQ(byte, 0x11) << "the child's write is visible to the exporter";
   ASSERT_EQ(cudaFree(p), cudaSuccess);
 }
+
+TEST_F(Runtime, PinnedHostMemoryAndStreamPriorities) {
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, kMiB, cudaHostAllocMapped), cudaSuccess);
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&mapped, pinned, 0), cudaSuccess);
+  EXPECT_EQ(mapped, pinned) << "unified addressing: the same address on the device";
+  std::vector<char> user(kMiB, 5);
+  ASSERT_EQ(cudaHostRegister(user.data(), user.size(), cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(user.data(), 64, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, user.data(), kMiB, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pinned, d, kMiB, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(static_cast<char*>(pinned)[kMiB - 1], 5);
+  ASSERT_EQ(cudaHostUnregister(user.data()), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaErrorInvalidValue);
+  cudaGetLastError();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -100), cudaSuccess);
+  int priority = 0;
+  ASSERT_EQ(cudaStreamGetPriority(s, &priority), cudaSuccess);
+  EXPECT_EQ(priority, -5) << "clamped to the greatest priority";
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}

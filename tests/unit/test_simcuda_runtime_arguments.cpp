@@ -397,6 +397,36 @@ void add_event_ipc_and_peer_cases(std::vector<Case>& c) {
   });
 }
 
+using PriorityFn = cudaError_t(cudaStream_t, int*);
+
+void add_host_and_priority_cases(std::vector<Case>& c) {
+  add<decltype(cudaHostAlloc)>(c, {"cudaHostAlloc"}, "unknown flags", kValue, [](auto f, Env&) {
+    void* p = nullptr;
+    return f(&p, 4096, 0x80);
+  });
+  add<decltype(cudaMallocHost)>(c, {"cudaMallocHost"}, "NULL pointer", kValue, [](auto f, Env&) { return f(nullptr, 4096); });
+  add<decltype(cudaFreeHost)>(c, {"cudaFreeHost"}, "not pinned memory", kValue, [](auto f, Env& e) { return f(e.host); });
+  add<decltype(cudaHostRegister)>(c, {"cudaHostRegister"}, "device memory", kValue,
+                                  [](auto f, Env& e) { return f(e.alloc, 4096, 0); });
+  add<decltype(cudaHostUnregister)>(c, {"cudaHostUnregister"}, "never registered", cudaErrorHostMemoryNotRegistered,
+                                    [](auto f, Env& e) { return f(e.host); });
+  add<decltype(cudaHostGetDevicePointer)>(c, {"cudaHostGetDevicePointer"}, "not pinned memory", kValue,
+                                          [](auto f, Env& e) {
+                                            void* d = nullptr;
+                                            return f(&d, e.host, 0);
+                                          });
+  add<decltype(cudaStreamCreateWithPriority)>(c, {"cudaStreamCreateWithPriority"}, "unknown flags", kValue,
+                                              [](auto f, Env&) {
+                                                cudaStream_t s = nullptr;
+                                                return f(&s, 0x80, 0);
+                                              });
+  add<PriorityFn>(c, {"cudaStreamGetPriority", "cudaStreamGetPriority_ptsz"}, "unknown stream", kHandle,
+                  [](auto f, Env& e) {
+                    int p = 0;
+                    return f(e.bogus<cudaStream_t>(), &p);
+                  });
+}
+
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> c;
@@ -405,6 +435,7 @@ const std::vector<Case>& cases() {
     add_stream_cases(c);
     add_graph_and_kernel_cases(c);
     add_event_ipc_and_peer_cases(c);
+    add_host_and_priority_cases(c);
     return c;
   }();
   return all;

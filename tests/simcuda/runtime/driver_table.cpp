@@ -79,6 +79,14 @@ void resolve_all(DriverTable& t) {
   r.plain(t.cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010);
   r.plain(t.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000);
 
+  r.plain(t.cuMemHostAlloc, "cuMemHostAlloc", 2020);
+  r.plain(t.cuMemFreeHost, "cuMemFreeHost", 2000);
+  r.plain(t.cuMemHostRegister, "cuMemHostRegister", 6050);
+  r.plain(t.cuMemHostUnregister, "cuMemHostUnregister", 4000);
+  r.plain(t.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", 3020);
+  r.plain(t.cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050);
+  r.stream_ordered(t.cuStreamGetPriority, "cuStreamGetPriority", 5050);
+
   r.plain(t.cuEventCreate, "cuEventCreate", 2000);
   r.plain(t.cuEventDestroy, "cuEventDestroy", 4000);
   r.stream_ordered(t.cuEventRecord, "cuEventRecord", 2000);

@@ -61,6 +61,15 @@ struct DriverTable {
   PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle = nullptr;
   PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer = nullptr;
 
+  // Pinned host memory and stream priorities.
+  PFN_cuMemHostAlloc_v2020 cuMemHostAlloc = nullptr;
+  PFN_cuMemFreeHost_v2000 cuMemFreeHost = nullptr;
+  PFN_cuMemHostRegister_v6050 cuMemHostRegister = nullptr;
+  PFN_cuMemHostUnregister_v4000 cuMemHostUnregister = nullptr;
+  PFN_cuMemHostGetDevicePointer_v3020 cuMemHostGetDevicePointer = nullptr;
+  PFN_cuStreamCreateWithPriority_v5050 cuStreamCreateWithPriority = nullptr;
+  StreamOrdered<PFN_cuStreamGetPriority_v5050> cuStreamGetPriority;
+
   // Events.
   PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
   PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
