@@ -1,10 +1,14 @@
 // Simulated device memory: cuMemAlloc family, VMM (reserve/create/map/access/unmap), memset/memcpy, pointer queries.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "sim_state.h"
 
@@ -103,6 +107,7 @@ void* unbacked_take(State& s, std::uint64_t mapped) {
 
 // Gives an allocation's address range back: unmapped, or kept for reuse in the unbacked range.
 void release_address(State& s, const Allocation& a) {
+  if (a.ipc_fd >= 0) close(a.ipc_fd);
   if (a.backed) {
     munmap(reinterpret_cast<void*>(a.va), a.mapped);
   } else {
@@ -110,7 +115,7 @@ void release_address(State& s, const Allocation& a) {
   }
 }
 
-CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
+CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered, Pool* pool = nullptr) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   int device = 0;
@@ -122,13 +127,28 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
   // Larger than the device (SIZE_MAX included): nothing is rounded up, so nothing can overflow.
   if (bytes > s.config.device_memory) return CUDA_ERROR_OUT_OF_MEMORY;
   const std::uint64_t mapped = round_up(bytes, s.config.granularity);
-  if (!charge_device(s, device, mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (stream_ordered) {
+    if (!pool) pool = current_pool(s, device);
+    device = pool->device;
+    // The pool's reservation after this allocation: what is used, plus the idle bytes it does not reuse.
+    const std::uint64_t reserved = pool->used + std::max(pool->idle, mapped);
+    if (pool->max_size && reserved > pool->max_size) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  // A pool's idle bytes are still charged: an allocation that fits in them charges nothing new.
+  const std::uint64_t from_idle = pool ? std::min(pool->idle, mapped) : 0;
+  if (!charge_device(s, device, mapped - from_idle)) return CUDA_ERROR_OUT_OF_MEMORY;
   const bool backed = s.config.host_backing;
   void* p = backed ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
                    : unbacked_take(s, mapped);
   if (p == MAP_FAILED) {
-    uncharge_device(s, device, mapped);
+    uncharge_device(s, device, mapped - from_idle);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (pool) {
+    pool->idle -= from_idle;
+    pool->used += mapped;
+    pool->used_high = std::max(pool->used_high, pool->used);
+    pool->reserved_high = std::max(pool->reserved_high, pool->used + pool->idle);
   }
   Allocation a;
   a.backed = backed;
@@ -137,6 +157,7 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered) {
   a.mapped = mapped;
   a.device = device;
   a.stream_ordered = stream_ordered;
+  a.pool = pool;
   a.buffer_id = s.next_buffer_id++;
   s.allocations[a.va] = a;
   *out = a.va;
@@ -152,9 +173,20 @@ CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
     if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
   }
   auto it = s.allocations.find(ptr);
-  if (it == s.allocations.end() || it->second.stream_ordered != stream_ordered) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.allocations.end() || it->second.stream_ordered != stream_ordered || it->second.ipc_opened)
+    return CUDA_ERROR_INVALID_VALUE;
   release_address(s, it->second);
-  uncharge_device(s, it->second.device, it->second.mapped);
+  if (Pool* pool = it->second.pool) {
+    pool->used -= it->second.mapped;
+    // Freed work is complete at once, so the block is idle now: kept while under the release threshold.
+    if (!pool->destroyed && pool->idle + it->second.mapped <= pool->release_threshold)
+      pool->idle += it->second.mapped;
+    else
+      uncharge_device(s, it->second.device, it->second.mapped);
+    if (pool->destroyed && pool->used == 0) s.pools.erase(pool);
+  } else {
+    uncharge_device(s, it->second.device, it->second.mapped);
+  }
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }
@@ -178,7 +210,10 @@ void fill(std::uint64_t dst, unsigned char value, std::uint64_t bytes) {
     std::uint64_t file_offset = 0;
     if (r.allocation) {
       region_end = std::min(end, r.allocation->va + r.allocation->mapped);
-      punchable = true;
+      // An IPC-shared allocation is a MAP_SHARED memfd, where MADV_DONTNEED would bring the old data back.
+      fd = r.allocation->ipc_fd;
+      file_offset = at - r.allocation->va;
+      punchable = !r.allocation->ipc_opened;
     } else if (r.mapping && r.mapping->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
       region_end = std::min(end, r.mapping->va + r.mapping->size);
       fd = s.handles.at(r.mapping->handle).fd;
@@ -228,11 +263,13 @@ bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) 
 }
 
 CUresult memset_api(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream, bool per_thread,
-                    bool synchronous) {
+                    bool synchronous, unsigned element = 1, std::uint32_t pattern = 0) {
   Work work;
   work.kind = Work::Kind::kMemset;
   work.dst = dst;
   work.value = value;
+  work.element = element;
+  work.pattern = pattern;
   work.bytes = bytes;
   bool run_now = false;
   {
@@ -309,6 +346,66 @@ CUresult check_location(const State& s, const CUmemLocation& location, bool& hos
 
 }  // namespace
 
+CUresult copy_work(CUdeviceptr dst, CUdeviceptr src, std::uint64_t bytes, unsigned device_sides, CUstream stream,
+                   bool per_thread, bool synchronous) {
+  return memcpy_api(dst, (device_sides & 1) ? Side::kDevice : Side::kAny, src,
+                    (device_sides & 2) ? Side::kDevice : Side::kAny, bytes, stream, per_thread, synchronous);
+}
+
+CUresult fill_work(CUdeviceptr dst, std::uint32_t value, unsigned element, std::uint64_t count, CUstream stream,
+                   bool per_thread, bool synchronous) {
+  if (count > UINT64_MAX / element) return CUDA_ERROR_INVALID_VALUE;
+  // The real driver requires D16/D32 destinations aligned to the element.
+  if (dst % element != 0) return CUDA_ERROR_INVALID_VALUE;
+  return memset_api(dst, static_cast<unsigned char>(value), count * element, stream, per_thread, synchronous, element,
+                    value);
+}
+
+CUresult allocate_from_pool(CUdeviceptr* out, std::uint64_t bytes, Pool* pool) {
+  return allocate(out, bytes, true, pool);
+}
+
+Pool* default_pool(State& s, int device) {
+  Device& d = s.devices[static_cast<std::size_t>(device)];
+  if (!d.default_pool) {
+    auto pool = std::make_unique<Pool>();
+    pool->device = device;
+    pool->is_default = true;
+    d.default_pool = pool.get();
+    s.pools.emplace(pool.get(), std::move(pool));
+  }
+  return d.default_pool;
+}
+
+Pool* current_pool(State& s, int device) {
+  Device& d = s.devices[static_cast<std::size_t>(device)];
+  return d.current_pool ? d.current_pool : default_pool(s, device);
+}
+
+void release_device_allocations(State& s, int device) {
+  for (auto it = s.allocations.begin(); it != s.allocations.end();) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    if (it->second.ipc_opened) {
+      munmap(reinterpret_cast<void*>(it->first), it->second.mapped);
+    } else {
+      release_address(s, it->second);
+      uncharge_device(s, device, it->second.mapped);
+      if (it->second.pool) it->second.pool->used -= it->second.mapped;
+    }
+    it = s.allocations.erase(it);
+  }
+}
+
+const HostBlock* find_host_block(const State& s, std::uint64_t ptr) {
+  auto it = s.host_blocks.upper_bound(ptr);
+  if (it == s.host_blocks.begin()) return nullptr;
+  --it;
+  return ptr < it->second.va + it->second.size ? &it->second : nullptr;
+}
+
 bool is_device_pointer(const State& s, std::uint64_t ptr) {
   Region r = find_region(s, ptr);
   return r.allocation || r.mapping || find_reservation(s, ptr);
@@ -317,7 +414,15 @@ bool is_device_pointer(const State& s, std::uint64_t ptr) {
 void run_work(const Work& work) {
   switch (work.kind) {
     case Work::Kind::kMemset:
-      fill(work.dst, work.value, work.bytes);
+      if (work.element == 1 || work.pattern == 0) {
+        fill(work.dst, work.value, work.bytes);
+      } else if (work.element == 2) {
+        const auto v = static_cast<std::uint16_t>(work.pattern);
+        for (std::uint64_t i = 0; i < work.bytes; i += 2) std::memcpy(reinterpret_cast<void*>(work.dst + i), &v, 2);
+      } else {
+        for (std::uint64_t i = 0; i < work.bytes; i += 4)
+          std::memcpy(reinterpret_cast<void*>(work.dst + i), &work.pattern, 4);
+      }
       break;
     case Work::Kind::kMemcpy:
       std::memmove(reinterpret_cast<void*>(work.dst), reinterpret_cast<const void*>(work.src), work.bytes);
@@ -341,6 +446,9 @@ void destroy_all_memory(State& s) {
   s.reservations.clear();
   for (auto& [va, a] : s.allocations) release_address(s, a);
   s.allocations.clear();
+  for (auto& [va, b] : s.host_blocks)
+    if (!b.registered) munmap(reinterpret_cast<void*>(va), b.size);
+  s.host_blocks.clear();
   if (s.unbacked.base != 0) munmap(reinterpret_cast<void*>(s.unbacked.base), s.unbacked.size);
   s.unbacked = UnbackedRange{};
 }
@@ -788,11 +896,54 @@ SIM_EXPORT CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+// One attribute of page-locked host memory: host memory type, the same address on the device (UVA).
+static CUresult host_pointer_attribute(State& s, const HostBlock& h, void* data, CUpointer_attribute attribute,
+                                       CUdeviceptr ptr) {
+  Context* current = get_current_context(s);
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(current ? current : &s.devices[0].primary);
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_HOST;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      *static_cast<int*>(data) = 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<int*>(data) = 1;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = current ? current->device : 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = h.va;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = h.size;
+      break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = h.buffer_id;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 // One attribute of the allocation or mapping at `ptr`; the caller holds the lock.
 static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   Region region = find_region(s, ptr);
-  if (!region.allocation && !region.mapping) return CUDA_ERROR_INVALID_VALUE;
+  if (!region.allocation && !region.mapping) {
+    if (const HostBlock* h = find_host_block(s, ptr)) return host_pointer_attribute(s, *h, data, attribute, ptr);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const Allocation* a = region.allocation;
   const Mapping* m = region.mapping;
   const int device = a ? a->device : s.handles.at(m->handle).device;
@@ -868,17 +1019,145 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribu
   return CUDA_SUCCESS;
 }
 
+// The fields of a CUipcMemHandle this simulator writes: what another process needs to map the memory.
+namespace {
+struct IpcFields {
+  std::uint64_t magic;
+  std::uint64_t pid;
+  std::uint64_t buffer_id;
+  std::uint64_t fd;  // the exporter's memfd, opened by the importer through /proc/PID/fd/FD
+  std::uint64_t mapped;
+  std::uint64_t size;
+};
+static_assert(sizeof(IpcFields) <= sizeof(CUipcMemHandle));
+constexpr std::uint64_t kIpcMagic = 0x51c0da1bcULL;
+
+// Moves an allocation's private pages into a memfd mapped at the same address, so that another
+// process can map the same memory. Only resident, non-zero pages are copied: an untouched 80 GiB
+// allocation stays free.
+bool share_allocation(Allocation& a) {
+  if (a.ipc_fd >= 0) return true;
+  const int fd = static_cast<int>(syscall(SYS_memfd_create, "simcuda-ipc", MFD_CLOEXEC));
+  if (fd < 0) return false;
+  if (ftruncate(fd, static_cast<off_t>(a.mapped)) != 0) {
+    close(fd);
+    return false;
+  }
+  std::vector<unsigned char> resident((a.mapped + kPage - 1) / kPage);
+  static const unsigned char zero[kPage] = {};
+  if (mincore(reinterpret_cast<void*>(a.va), a.mapped, resident.data()) == 0) {
+    for (std::size_t i = 0; i < resident.size(); ++i) {
+      const auto* page = reinterpret_cast<const unsigned char*>(a.va + i * kPage);
+      if ((resident[i] & 1) && std::memcmp(page, zero, kPage) != 0 &&
+          pwrite(fd, page, kPage, static_cast<off_t>(i * kPage)) != static_cast<ssize_t>(kPage)) {
+        close(fd);
+        return false;
+      }
+    }
+  }
+  if (mmap(reinterpret_cast<void*>(a.va), a.mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+      MAP_FAILED) {
+    close(fd);
+    return false;
+  }
+  a.ipc_fd = fd;
+  return true;
+}
+
+CUresult open_ipc(CUdeviceptr* out, const CUipcMemHandle& handle, unsigned flags) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  if (!out || (flags & ~static_cast<unsigned>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  IpcFields f{};
+  std::memcpy(&f, handle.reserved, sizeof f);
+  if (f.magic != kIpcMagic || f.mapped == 0) return CUDA_ERROR_INVALID_HANDLE;
+  // The exporting process cannot open its own handle.
+  if (f.pid == static_cast<std::uint64_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  for (auto& [va, a] : s.allocations) {
+    if (a.ipc_opened && a.ipc_key_pid == f.pid && a.ipc_key_buffer == f.buffer_id) {
+      ++a.ipc_opens;  // opened again: the same address, one more reference
+      *out = va;
+      return CUDA_SUCCESS;
+    }
+  }
+  const std::string path = "/proc/" + std::to_string(f.pid) + "/fd/" + std::to_string(f.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_MAP_FAILED;
+  void* p = mmap(nullptr, f.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  Allocation a;
+  a.va = reinterpret_cast<std::uint64_t>(p);
+  a.size = f.size;
+  a.mapped = f.mapped;
+  a.device = device;
+  a.ipc_opened = true;
+  a.ipc_opens = 1;
+  a.ipc_key_pid = f.pid;
+  a.ipc_key_buffer = f.buffer_id;
+  a.buffer_id = s.next_buffer_id++;
+  s.allocations[a.va] = a;
+  *out = a.va;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
 SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   SIM_ENTER("cuIpcGetMemHandle");
+  SIM_GUARDED_BEGIN
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   if (!handle) return CUDA_ERROR_INVALID_VALUE;
   Region region = find_region(s, dptr);
   // Legacy IPC works on cuMemAlloc memory only: VMM mappings and pool memory are refused.
-  if (!region.allocation || region.allocation->stream_ordered) return CUDA_ERROR_INVALID_VALUE;
+  if (!region.allocation || region.allocation->stream_ordered || region.allocation->ipc_opened)
+    return CUDA_ERROR_INVALID_VALUE;
+  Allocation& a = s.allocations.at(region.allocation->va);
+  // Unbacked addresses (SIMCUDA_HOST_BACKING=0) have no memory to share: the handle still names the
+  // allocation, but no other process can open it.
+  if (a.backed && !share_allocation(a)) return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(handle->reserved, 0, sizeof handle->reserved);
-  const std::uint64_t fields[3] = {0x51c0da1bcULL, static_cast<std::uint64_t>(getpid()), region.allocation->buffer_id};
-  std::memcpy(handle->reserved, fields, sizeof fields);
+  const IpcFields f{kIpcMagic, static_cast<std::uint64_t>(getpid()), a.buffer_id,
+                    static_cast<std::uint64_t>(a.ipc_fd < 0 ? 0 : a.ipc_fd), a.backed ? a.mapped : 0, a.size};
+  std::memcpy(handle->reserved, &f, sizeof f);
   return CUDA_SUCCESS;
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  SIM_ENTER("cuIpcOpenMemHandle_v2");
+  SIM_GUARDED_BEGIN
+  return open_ipc(pdptr, handle, flags);
+  SIM_GUARDED_END
+}
+
+// The CUDA 4.1 ABI of the same call, which cuda.h's macro otherwise renames to _v2.
+#undef cuIpcOpenMemHandle
+extern "C" CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags);
+SIM_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  SIM_ENTER("cuIpcOpenMemHandle");
+  SIM_GUARDED_BEGIN
+  return open_ipc(pdptr, handle, flags);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  SIM_ENTER("cuIpcCloseMemHandle");
+  SIM_GUARDED_BEGIN
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  auto it = s.allocations.find(dptr);
+  if (it == s.allocations.end() || !it->second.ipc_opened) return CUDA_ERROR_INVALID_VALUE;
+  if (--it->second.ipc_opens == 0) {
+    munmap(reinterpret_cast<void*>(it->first), it->second.mapped);
+    s.allocations.erase(it);
+  }
+  return CUDA_SUCCESS;
+  SIM_GUARDED_END
 }

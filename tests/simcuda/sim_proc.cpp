@@ -4,10 +4,12 @@
 #include <unordered_map>
 
 #include "sim_state.h"
+#include "sim_stubs.h"
 
 // Exports cuda.h does not declare in its default (legacy-stream, current-ABI) mode.
 #undef cuGetProcAddress
 #undef cuGraphInstantiate
+#undef cuDevicePrimaryCtxRelease
 extern "C" {
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 CUresult cuGraphInstantiate(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
@@ -145,6 +147,14 @@ const Table& table() {
     add("cuKernelGetFunction", 12000, address(cuKernelGetFunction));
     add("cuLaunchKernel", 4000, address(cuLaunchKernel), address(cuLaunchKernel_ptsz));
     add("cuLaunchKernelEx", 11060, address(cuLaunchKernelEx), address(cuLaunchKernelEx_ptsz));
+    // Everything else cuda.h declares, with the ABIs cudaTypedefs.h lists (generated); the entries
+    // above, checked by hand, take precedence for their names.
+    Table generated;
+    for (std::size_t i = 0; i < kProcEntryCount; ++i) {
+      const ProcEntry& e = kProcEntries[i];
+      if (!t.count(e.base)) generated[e.base].push_back(Entry{e.version, e.legacy, e.per_thread});
+    }
+    t.merge(generated);
     return t;
   }();
   return t;

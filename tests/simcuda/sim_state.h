@@ -29,12 +29,34 @@ struct Work {
   std::uint64_t src = 0;
   std::uint64_t bytes = 0;
   unsigned char value = 0;
+  unsigned element = 1;        // memset element size: 1 (D8), 2 (D16) or 4 (D32)
+  std::uint32_t pattern = 0;   // the D16/D32 value
 };
 
 struct Context {
   int device = 0;
   int retains = 0;
   std::uint64_t charged = 0;  // SIMCUDA_CONTEXT_BYTES while retained
+  unsigned flags = 0;         // cuDevicePrimaryCtxSetFlags (scheduling, LMEM_RESIZE_TO_MAX, ...)
+  std::unordered_set<int> peers;  // devices cuCtxEnablePeerAccess enabled
+};
+
+// A stream-ordered memory pool (cuMemPoolCreate, or a device's default pool). Work completes at enqueue
+// time, so a freed block is idle at once: kept charged while the idle bytes fit under the release
+// threshold, returned to the device otherwise.
+struct Pool {
+  int device = 0;
+  bool is_default = false;
+  bool destroyed = false;  // cuMemPoolDestroy with allocations outstanding: goes with the last one
+  std::uint64_t max_size = 0;  // 0: no limit but the device's
+  std::uint64_t used = 0;      // bytes of live allocations (granularity-rounded)
+  std::uint64_t idle = 0;      // freed bytes still charged to the device
+  std::uint64_t used_high = 0;
+  std::uint64_t reserved_high = 0;
+  std::uint64_t release_threshold = 0;
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
 };
 
 // Memory from cuMemAlloc/cuMemAllocPitch/cuMemAllocAsync: an anonymous private mapping.
@@ -44,8 +66,30 @@ struct Allocation {
   std::uint64_t mapped = 0;  // what was mmap'ed and charged (rounded to the granularity)
   int device = 0;
   bool stream_ordered = false;  // cuMemAllocAsync: pool memory, not legacy-IPC capable
+  Pool* pool = nullptr;         // the pool a stream-ordered allocation came from
   bool backed = true;           // false: an address of the unbacked range (SIMCUDA_HOST_BACKING=0)
   std::uint64_t buffer_id = 0;
+  int ipc_fd = -1;              // exported with cuIpcGetMemHandle: now a MAP_SHARED memfd another process can map
+  bool ipc_opened = false;      // cuIpcOpenMemHandle's mapping of another process's memory (never charged here)
+  int ipc_opens = 0;            // how many cuIpcOpenMemHandle calls hold it
+  std::uint64_t ipc_key_pid = 0;
+  std::uint64_t ipc_key_buffer = 0;
+};
+
+// Page-locked host memory: cuMemHostAlloc/cuMemAllocHost (owned) or cuMemHostRegister (the caller's).
+struct HostBlock {
+  std::uint64_t va = 0;
+  std::uint64_t size = 0;
+  unsigned flags = 0;
+  bool registered = false;
+  std::uint64_t buffer_id = 0;
+};
+
+// An event: work runs at enqueue time, so a recorded event is complete when the record returns.
+struct Event {
+  unsigned flags = 0;
+  bool recorded = false;
+  std::uint64_t time_ns = 0;  // steady clock at the record
 };
 
 // SIMCUDA_HOST_BACKING=0: one PROT_NONE reservation that allocations take addresses from, freed
@@ -104,6 +148,7 @@ struct Capture {
 
 struct Stream {
   unsigned flags = 0;       // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  int priority = 0;         // cuStreamCreateWithPriority, clamped to [kGreatestStreamPriority, 0]
   bool legacy = false;      // the legacy NULL stream
   bool per_thread = false;  // a thread's per-thread default stream
   int device = 0;
@@ -127,6 +172,8 @@ struct Function {
 struct Device {
   std::uint64_t used = 0;
   Context primary;
+  Pool* default_pool = nullptr;  // created at first use
+  Pool* current_pool = nullptr;  // cuDeviceSetMemPool; the default pool when null
 };
 
 // Everything the driver knows; one instance per process (a forked child starts a fresh one).
@@ -152,6 +199,10 @@ struct State {
   std::unordered_set<Stream*> streams;                  // created with cuStreamCreate (and per-thread ones)
   std::vector<std::unique_ptr<Stream>> owned_streams;
   std::uint64_t next_capture_id = 1;
+
+  std::map<std::uint64_t, HostBlock> host_blocks;  // keyed by va
+  std::unordered_set<Event*> events;
+  std::unordered_map<Pool*, std::unique_ptr<Pool>> pools;
 
   std::unordered_set<Graph*> graphs;
   std::unordered_set<GraphExec*> execs;
@@ -192,6 +243,9 @@ void uncharge_device(State& s, int device, std::uint64_t bytes);
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple);
 
+// Stream priorities as an H100 reports them (cuCtxGetStreamPriorityRange): lower is more urgent.
+constexpr int kGreatestStreamPriority = -5;
+
 // --- memory (sim_memory.cpp) ---
 // True when [ptr, ptr+bytes) starts inside device memory the simulator knows about.
 bool is_device_pointer(const State& s, std::uint64_t ptr);
@@ -199,6 +253,24 @@ bool is_device_pointer(const State& s, std::uint64_t ptr);
 void run_work(const Work& work);
 // Releases everything a reset or a fork child forgets.
 void destroy_all_memory(State& s);
+// Submits a copy or a memset (element size 1, 2 or 4) to a stream, with the same checks as cuMemcpy/cuMemsetD8.
+// `device_sides`: bit 0 the destination, bit 1 the source must be device memory; otherwise any memory.
+CUresult copy_work(CUdeviceptr dst, CUdeviceptr src, std::uint64_t bytes, unsigned device_sides, CUstream stream,
+                   bool per_thread, bool synchronous);
+CUresult fill_work(CUdeviceptr dst, std::uint32_t value, unsigned element, std::uint64_t count, CUstream stream,
+                   bool per_thread, bool synchronous);
+// Frees the cuMemAlloc/cuMemAllocAsync memory of one device (a primary context reset). Requires the lock.
+void release_device_allocations(State& s, int device);
+// A device's default pool, created at first use. Requires the lock.
+Pool* default_pool(State& s, int device);
+// The pool cuMemAllocAsync uses on `device`: cuDeviceSetMemPool's, or the default one. Requires the lock.
+Pool* current_pool(State& s, int device);
+// cuMemAllocFromPoolAsync: a stream-ordered allocation from `pool` (nullptr: the current device's pool).
+CUresult allocate_from_pool(CUdeviceptr* out, std::uint64_t bytes, Pool* pool);
+// Page-locked host memory containing `ptr`, or nullptr. Requires the lock.
+const HostBlock* find_host_block(const State& s, std::uint64_t ptr);
+// The calling thread's context stack (cuCtxPushCurrent/cuCtxPopCurrent), below the current context.
+std::vector<Context*>& context_stack();
 
 // --- serving oracle (sim_oracle.cpp) ---
 // Once serving is marked: if `work`, about to run, touches a physical handle mapped at more than one

@@ -52,6 +52,14 @@ int simcuda_serving_marked(void);
  * docs/simulator.md's knob table. Static storage. */
 const char* simcuda_settings_markdown(void);
 
+/* The export list. Every function cuda.h declares (in its default, per-thread-stream and internal
+ * old-ABI modes) is exported; those the simulator does not implement return CUDA_ERROR_NOT_SUPPORTED
+ * and print one line naming themselves, once. simcuda_is_simulated returns 1 for an implemented
+ * function, 0 for such a stub, -1 for a name cuda.h does not declare. The list is sorted by name. */
+int simcuda_is_simulated(const char* name);
+size_t simcuda_cuda_h_function_count(void);
+const char* simcuda_cuda_h_function(size_t index);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -854,3 +856,92 @@ TEST_F(Runtime, RuntimeCopyIntoAliasedMemoryAfterMarkServingDies) {
 }
 
 }  // namespace
+
+TEST_F(Runtime, EventsTimeWorkAndStreamsWaitOnThem) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t start = nullptr, end = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&end, cudaEventBlockingSync), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 32 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(p, 3, 32 * kMiB, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(nullptr, end, 0), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventQuery(end), cudaSuccess);
+  float ms = -1;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  ASSERT_EQ(cudaEventDestroy(start), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(start), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  int can = -1;
+  ASSERT_EQ(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+  EXPECT_EQ(can, 0) << "a device is not its own peer";
+  ASSERT_EQ(cudaEventDestroy(end), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST_F(Runtime, IpcHandleOpensInAnotherProcessOverSharedMemory) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 4 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMemset(p, 0x3c, 4 * kMiB), cudaSuccess);
+  cudaIpcMemHandle_t handle;
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, p), cudaSuccess);
+  void* self = nullptr;
+  EXPECT_NE(cudaIpcOpenMemHandle(&self, handle, cudaIpcMemLazyEnablePeerAccess), cudaSuccess)
+      << "the exporting process cannot open its own handle";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A second process of the simulator: the forked child's driver starts fresh, and so must the
+    // runtime (a real runtime cannot be used across fork at all).
+    simcudart_reset_for_tests();
+    void* q = nullptr;
+    unsigned char byte = 0;
+    int rc = cudaIpcOpenMemHandle(&q, handle, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess ? 0 : 1;
+    if (rc == 0 && cudaMemcpy(&byte, static_cast<char*>(q) + 3 * kMiB, 1, cudaMemcpyDeviceToHost) != cudaSuccess) rc = 2;
+    if (rc == 0 && byte != 0x3c) rc = 3;
+    if (rc == 0 && cudaMemset(q, 0x11, 1) != cudaSuccess) rc = 4;
+    if (rc == 0 && cudaIpcCloseMemHandle(q) != cudaSuccess) rc = 5;
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  unsigned char byte = 0;
+  ASSERT_EQ(cudaMemcpy(&byte, p, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(byte, 0x11) << "the child's write is visible to the exporter";
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST_F(Runtime, PinnedHostMemoryAndStreamPriorities) {
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, kMiB, cudaHostAllocMapped), cudaSuccess);
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&mapped, pinned, 0), cudaSuccess);
+  EXPECT_EQ(mapped, pinned) << "unified addressing: the same address on the device";
+  std::vector<char> user(kMiB, 5);
+  ASSERT_EQ(cudaHostRegister(user.data(), user.size(), cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(user.data(), 64, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, user.data(), kMiB, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pinned, d, kMiB, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(static_cast<char*>(pinned)[kMiB - 1], 5);
+  ASSERT_EQ(cudaHostUnregister(user.data()), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaErrorInvalidValue);
+  cudaGetLastError();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -100), cudaSuccess);
+  int priority = 0;
+  ASSERT_EQ(cudaStreamGetPriority(s, &priority), cudaSuccess);
+  EXPECT_EQ(priority, -5) << "clamped to the greatest priority";
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+}

@@ -355,6 +355,78 @@ void add_graph_and_kernel_cases(std::vector<Case>& c) {
   launch_case("shared memory beyond 32 bits", kValue, dim3(1), dim3(1), false, false, 1ULL << 33);
 }
 
+using EventRecordFn = cudaError_t(cudaEvent_t, cudaStream_t);
+using StreamWaitFn = cudaError_t(cudaStream_t, cudaEvent_t, unsigned);
+
+void add_event_ipc_and_peer_cases(std::vector<Case>& c) {
+  add<decltype(cudaEventCreate)>(c, {"cudaEventCreate"}, "NULL event", kValue, [](auto f, Env&) { return f(nullptr); });
+  add<decltype(cudaEventCreateWithFlags)>(c, {"cudaEventCreateWithFlags"}, "interprocess with timing", kValue,
+                                          [](auto f, Env&) {
+                                            cudaEvent_t ev = nullptr;
+                                            return f(&ev, cudaEventInterprocess);
+                                          });
+  add<decltype(cudaEventCreateWithFlags)>(c, {"cudaEventCreateWithFlags"}, "unknown flags", kValue, [](auto f, Env&) {
+    cudaEvent_t ev = nullptr;
+    return f(&ev, 0x100);
+  });
+  add<EventRecordFn>(c, {"cudaEventRecord", "cudaEventRecord_ptsz"}, "unknown event", kHandle,
+                     [](auto f, Env& e) { return f(e.bogus<cudaEvent_t>(), e.stream); });
+  add<decltype(cudaEventQuery)>(c, {"cudaEventQuery", "cudaEventSynchronize", "cudaEventDestroy"}, "unknown event",
+                                kHandle, [](auto f, Env& e) { return f(e.bogus<cudaEvent_t>()); });
+  add<decltype(cudaEventElapsedTime)>(c, {"cudaEventElapsedTime"}, "NULL result", kValue,
+                                      [](auto f, Env& e) { return f(nullptr, e.bogus<cudaEvent_t>(), e.bogus<cudaEvent_t>()); });
+  add<decltype(cudaEventElapsedTime)>(c, {"cudaEventElapsedTime"}, "unknown events", kHandle, [](auto f, Env& e) {
+    float ms = 0;
+    return f(&ms, e.bogus<cudaEvent_t>(), e.bogus<cudaEvent_t>());
+  });
+  add<StreamWaitFn>(c, {"cudaStreamWaitEvent", "cudaStreamWaitEvent_ptsz"}, "unknown event", kHandle,
+                    [](auto f, Env& e) { return f(e.stream, e.bogus<cudaEvent_t>(), 0); });
+  add<decltype(cudaIpcOpenMemHandle)>(c, {"cudaIpcOpenMemHandle"}, "NULL pointer", kValue,
+                                      [](auto f, Env&) { return f(nullptr, cudaIpcMemHandle_t{}, cudaIpcMemLazyEnablePeerAccess); });
+  add<decltype(cudaIpcOpenMemHandle)>(c, {"cudaIpcOpenMemHandle"}, "zeroed handle", kHandle, [](auto f, Env&) {
+    void* p = nullptr;
+    return f(&p, cudaIpcMemHandle_t{}, cudaIpcMemLazyEnablePeerAccess);
+  });
+  add<decltype(cudaIpcCloseMemHandle)>(c, {"cudaIpcCloseMemHandle"}, "memory this process allocated", kValue,
+                                       [](auto f, Env& e) { return f(e.alloc); });
+  add<decltype(cudaDeviceCanAccessPeer)>(c, {"cudaDeviceCanAccessPeer"}, "NULL result", kValue,
+                                         [](auto f, Env&) { return f(nullptr, 0, 0); });
+  add<decltype(cudaDeviceCanAccessPeer)>(c, {"cudaDeviceCanAccessPeer"}, "bad peer ordinal", kDevice, [](auto f, Env&) {
+    int can = 0;
+    return f(&can, 0, 3);
+  });
+}
+
+using PriorityFn = cudaError_t(cudaStream_t, int*);
+
+void add_host_and_priority_cases(std::vector<Case>& c) {
+  add<decltype(cudaHostAlloc)>(c, {"cudaHostAlloc"}, "unknown flags", kValue, [](auto f, Env&) {
+    void* p = nullptr;
+    return f(&p, 4096, 0x80);
+  });
+  add<decltype(cudaMallocHost)>(c, {"cudaMallocHost"}, "NULL pointer", kValue, [](auto f, Env&) { return f(nullptr, 4096); });
+  add<decltype(cudaFreeHost)>(c, {"cudaFreeHost"}, "not pinned memory", kValue, [](auto f, Env& e) { return f(e.host); });
+  add<decltype(cudaHostRegister)>(c, {"cudaHostRegister"}, "device memory", kValue,
+                                  [](auto f, Env& e) { return f(e.alloc, 4096, 0); });
+  add<decltype(cudaHostUnregister)>(c, {"cudaHostUnregister"}, "never registered", cudaErrorHostMemoryNotRegistered,
+                                    [](auto f, Env& e) { return f(e.host); });
+  add<decltype(cudaHostGetDevicePointer)>(c, {"cudaHostGetDevicePointer"}, "not pinned memory", kValue,
+                                          [](auto f, Env& e) {
+                                            void* d = nullptr;
+                                            return f(&d, e.host, 0);
+                                          });
+  add<decltype(cudaStreamCreateWithPriority)>(c, {"cudaStreamCreateWithPriority"}, "unknown flags", kValue,
+                                              [](auto f, Env&) {
+                                                cudaStream_t s = nullptr;
+                                                return f(&s, 0x80, 0);
+                                              });
+  add<PriorityFn>(c, {"cudaStreamGetPriority", "cudaStreamGetPriority_ptsz"}, "unknown stream", kHandle,
+                  [](auto f, Env& e) {
+                    int p = 0;
+                    return f(e.bogus<cudaStream_t>(), &p);
+                  });
+}
+
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> c;
@@ -362,6 +434,8 @@ const std::vector<Case>& cases() {
     add_memory_cases(c);
     add_stream_cases(c);
     add_graph_and_kernel_cases(c);
+    add_event_ipc_and_peer_cases(c);
+    add_host_and_priority_cases(c);
     return c;
   }();
   return all;

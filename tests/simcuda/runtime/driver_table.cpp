@@ -75,6 +75,25 @@ void resolve_all(DriverTable& t) {
   r.stream_ordered(t.cuMemAllocAsync, "cuMemAllocAsync", 11020);
   r.stream_ordered(t.cuMemFreeAsync, "cuMemFreeAsync", 11020);
   r.plain(t.cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010);
+  r.plain(t.cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 11000);
+  r.plain(t.cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010);
+  r.plain(t.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000);
+
+  r.plain(t.cuMemHostAlloc, "cuMemHostAlloc", 2020);
+  r.plain(t.cuMemFreeHost, "cuMemFreeHost", 2000);
+  r.plain(t.cuMemHostRegister, "cuMemHostRegister", 6050);
+  r.plain(t.cuMemHostUnregister, "cuMemHostUnregister", 4000);
+  r.plain(t.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", 3020);
+  r.plain(t.cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050);
+  r.stream_ordered(t.cuStreamGetPriority, "cuStreamGetPriority", 5050);
+
+  r.plain(t.cuEventCreate, "cuEventCreate", 2000);
+  r.plain(t.cuEventDestroy, "cuEventDestroy", 4000);
+  r.stream_ordered(t.cuEventRecord, "cuEventRecord", 2000);
+  r.plain(t.cuEventQuery, "cuEventQuery", 2000);
+  r.plain(t.cuEventSynchronize, "cuEventSynchronize", 2000);
+  r.plain(t.cuEventElapsedTime, "cuEventElapsedTime", 12080);
+  r.stream_ordered(t.cuStreamWaitEvent, "cuStreamWaitEvent", 3020);
 
   r.plain(t.cuStreamCreate, "cuStreamCreate", 2000);
   r.plain(t.cuStreamDestroy, "cuStreamDestroy", 4000);

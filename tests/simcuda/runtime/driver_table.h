@@ -57,6 +57,27 @@ struct DriverTable {
   StreamOrdered<PFN_cuMemAllocAsync_v11020> cuMemAllocAsync;
   StreamOrdered<PFN_cuMemFreeAsync_v11020> cuMemFreeAsync;
   PFN_cuIpcGetMemHandle_v4010 cuIpcGetMemHandle = nullptr;
+  PFN_cuIpcOpenMemHandle_v11000 cuIpcOpenMemHandle = nullptr;
+  PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle = nullptr;
+  PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer = nullptr;
+
+  // Pinned host memory and stream priorities.
+  PFN_cuMemHostAlloc_v2020 cuMemHostAlloc = nullptr;
+  PFN_cuMemFreeHost_v2000 cuMemFreeHost = nullptr;
+  PFN_cuMemHostRegister_v6050 cuMemHostRegister = nullptr;
+  PFN_cuMemHostUnregister_v4000 cuMemHostUnregister = nullptr;
+  PFN_cuMemHostGetDevicePointer_v3020 cuMemHostGetDevicePointer = nullptr;
+  PFN_cuStreamCreateWithPriority_v5050 cuStreamCreateWithPriority = nullptr;
+  StreamOrdered<PFN_cuStreamGetPriority_v5050> cuStreamGetPriority;
+
+  // Events.
+  PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
+  PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
+  StreamOrdered<PFN_cuEventRecord_v2000> cuEventRecord;
+  PFN_cuEventQuery_v2000 cuEventQuery = nullptr;
+  PFN_cuEventSynchronize_v2000 cuEventSynchronize = nullptr;
+  PFN_cuEventElapsedTime_v12080 cuEventElapsedTime = nullptr;
+  StreamOrdered<PFN_cuStreamWaitEvent_v3020> cuStreamWaitEvent;
 
   // Streams and capture.
   PFN_cuStreamCreate_v2000 cuStreamCreate = nullptr;
