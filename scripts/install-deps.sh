@@ -6,6 +6,7 @@ packages=(
   cmake make g++ pkg-config binutils
   libunwind-dev libtbb-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev valgrind clang libclang-rt-dev
+  chromium  # the browser test of `kvremap plot` (headless)
 )
 
 missing=()

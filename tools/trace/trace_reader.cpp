@@ -526,6 +526,8 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
   std::vector<char> chunk(kChunkBytes);
   std::string line;
+  const std::uint64_t file_bytes = S_ISREG(status.st_mode) ? static_cast<std::uint64_t>(status.st_size) : 0;
+  std::uint64_t bytes_read = 0;
   for (;;) {
     const ssize_t got = ::read(file.get(), chunk.data(), chunk.size());
     if (got < 0) {
@@ -533,6 +535,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
       throw TraceError(path, parser.lines_taken() + 1, "cannot read: " + errno_text(errno));
     }
     if (got == 0) break;
+    bytes_read += static_cast<std::uint64_t>(got);
     std::string_view rest(chunk.data(), static_cast<std::size_t>(got));
     while (!rest.empty()) {
       const std::size_t newline = rest.find('\n');
@@ -552,6 +555,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
       }
       rest.remove_prefix(newline + 1);
     }
+    if (options.on_progress) options.on_progress(bytes_read, file_bytes);
   }
   if (!line.empty()) parser.take_line(line);
   return parser.finish();
