@@ -76,8 +76,15 @@ std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, double end_us) {
   std::vector<PhaseSpan> spans;
   spans.push_back({changes.empty() || changes.front().previous.empty() ? "init" : changes.front().previous, 0, end_us});
   for (const auto& change : changes) {
-    spans.back().end_us = change.event.ts_us;
-    spans.push_back({change.phase, change.event.ts_us, end_us});
+    double start = change.event.ts_us;
+    // The library recognises a KV burst after a few of its tensors and marks the phase then; the
+    // phase began at the burst's first KV allocation (policy/phases.h dates it so too).
+    if (change.phase == "kv_allocation") {
+      for (const auto& a : trace.allocs)
+        if (a.category == "kv" && a.event.ts_us >= spans.back().start_us && a.event.ts_us < start) start = a.event.ts_us;
+    }
+    spans.back().end_us = start;
+    spans.push_back({change.phase, start, end_us});
   }
   return spans;
 }

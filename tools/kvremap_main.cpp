@@ -194,12 +194,16 @@ int run_merge(const std::vector<std::string>& paths, const std::string& output) 
   return kExitOk;
 }
 
-int run_what_if(const std::string& path, const kvremap::what_if::Settings& settings) {
+int run_what_if(const std::string& path, const kvremap::what_if::Settings& settings, bool json) {
   const auto figures = figures_for("what-if", path);
   if (!figures) return kExitTraceProblem;
   try {
     const auto outcomes = kvremap::what_if::replay(*figures, settings);
-    std::printf("%s", kvremap::what_if::render(*figures, settings, outcomes).c_str());
+    if (json) {
+      std::printf("%s\n", kvremap::what_if::render_json(*figures, settings, outcomes).dump(2).c_str());
+    } else {
+      std::printf("%s", kvremap::what_if::render(*figures, settings, outcomes).c_str());
+    }
   } catch (const std::invalid_argument& error) {
     std::fprintf(stderr, "kvremap what-if: %s: %s\n", path.c_str(), error.what());
     return kExitTraceProblem;
@@ -292,6 +296,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   what_if->add_option("--headroom", what_if_headroom, "KVREMAP_HEADROOM for the replay (a size: 256MiB, 1GiB)");
   what_if->add_option("--chunk", what_if_chunk, "KVREMAP_CHUNK_BYTES for the replay (a size)");
+  bool what_if_json = false;
+  what_if->add_flag("--json", what_if_json, "The figures as one JSON object");
   what_if->footer(kExitCodes);
 
   std::vector<std::string> validate_paths;
@@ -335,7 +341,7 @@ int main(int argc, char** argv) {
         return kExitUsage;
       }
     }
-    return run_what_if(what_if_path, what_if_settings);
+    return run_what_if(what_if_path, what_if_settings, what_if_json);
   }
   if (validate->parsed()) return run_validate(validate_paths);
   std::printf("%s", app.help().c_str());

@@ -122,8 +122,9 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
                  process.source, process.header.pid, outcomes.front().measured_utilization,
                  settings.gpu_memory_utilization);
   for (const Outcome& o : outcomes) {
-    fmt::format_to(std::back_inserter(out), "device {}: KV {} (traced start: {}; a multiple of {})\n", o.device,
-                   format_bytes(o.kv_bytes), format_bytes(o.measured_kv_bytes), format_bytes(o.kv_step_bytes));
+    fmt::format_to(std::back_inserter(out),
+                   "device {}: KV {} or one step ({}) more: the engine rounds per tensor (traced start: {})\n", o.device,
+                   format_bytes(o.kv_bytes), format_bytes(o.kv_step_bytes), format_bytes(o.measured_kv_bytes));
     if (!o.refused.empty()) {
       fmt::format_to(std::back_inserter(out), "  stock:   refuses to start: {}\n  kvremap: refuses likewise\n", o.refused);
       continue;
@@ -145,6 +146,31 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
     if (!o.note.empty()) fmt::format_to(std::back_inserter(out), "  note: {}\n", o.note);
   }
   return out;
+}
+
+nlohmann::json render_json(const analysis::ProcessFigures& process, const Settings& settings,
+                           const std::vector<Outcome>& outcomes) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const Outcome& o : outcomes) {
+    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device ? "all_device"
+                          : o.plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
+                                                                               : "fail";
+    devices.push_back({{"device", o.device},
+                       {"kv_bytes", o.kv_bytes},
+                       {"kv_step_bytes", o.kv_step_bytes},
+                       {"measured_kv_bytes", o.measured_kv_bytes},
+                       {"refused", o.refused},
+                       {"stock", {{"oom_phase", o.stock_oom_phase}, {"need_bytes", o.stock_need_bytes},
+                                  {"available_bytes", o.stock_available_bytes}}},
+                       {"kvremap", {{"verdict", verdict}, {"device_bytes", o.plan.device_bytes},
+                                    {"host_bytes", o.plan.host_bytes}, {"margin_bytes", o.plan.margin_bytes},
+                                    {"deficit_bytes", o.plan.deficit_bytes}, {"headroom_bytes", o.headroom_bytes}}},
+                       {"note", o.note}});
+  }
+  return {{"source", process.source},
+          {"measured_gpu_memory_utilization", outcomes.front().measured_utilization},
+          {"gpu_memory_utilization", settings.gpu_memory_utilization},
+          {"devices", devices}};
 }
 
 }  // namespace kvremap::what_if

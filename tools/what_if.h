@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -21,7 +22,9 @@ struct Outcome {
   double measured_utilization = 0;   // the traced start's
   std::uint64_t measured_kv_bytes = 0;
   std::uint64_t kv_step_bytes = 0;   // the KV size is a multiple of it: tensors x granularity
-  std::uint64_t kv_bytes = 0;        // what the engine sizes at the new utilisation (0: it refuses)
+  // What the engine sizes at the new utilisation (0: it refuses). The engine rounds its KV size down
+  // per tensor and the trace keeps only the result, so the engine's own figure is this or one step more.
+  std::uint64_t kv_bytes = 0;
   std::string refused;               // the engine's own refusal (before any KV), or empty
   // Stock: the KV cache on the device from the KV burst on; it needs the post-KV work's peak beside.
   std::uint64_t stock_need_bytes = 0;       // KV + the largest post-KV transient
@@ -39,5 +42,7 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
 
 std::string render(const analysis::ProcessFigures& process, const Settings& settings,
                    const std::vector<Outcome>& outcomes);
+nlohmann::json render_json(const analysis::ProcessFigures& process, const Settings& settings,
+                           const std::vector<Outcome>& outcomes);
 
 }  // namespace kvremap::what_if
