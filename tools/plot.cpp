@@ -19,10 +19,10 @@ constexpr std::size_t kSeriesCount = std::size(kSeries);
 constexpr std::array<const char*, kSeriesCount> kColours = {"#9e9e9e", "#80cbc4", "#ce93d8", "#ffcc80", "#ef9a9a",
                                                             "#e57373", "#1e88e5", "#90caf9", "#fff176"};
 constexpr double kWidth = 1100;
-constexpr double kHeight = 300;
+constexpr double kHeight = 330;
 constexpr double kLeft = 80;
 constexpr double kRight = 20;
-constexpr double kTop = 30;
+constexpr double kTop = 56;
 constexpr double kBottom = 40;
 
 using Stack = std::array<std::uint64_t, kSeriesCount>;
@@ -65,7 +65,7 @@ std::vector<Sample> samples_of(const analysis::DeviceFigures& d, double offset_u
   for (const double ts : {d.kv.reserved_ts_us, d.kv.commit_ts_us}) {
     if (ts < 0) continue;
     analysis::ByCategory live;
-    for (const auto& p : points)
+    for (const auto& p : d.timeline)
       if (p.ts_us <= ts) live = p.live;
     points.push_back({ts, live});
   }
@@ -138,8 +138,8 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
     fmt::format_to(std::back_inserter(out),
                    "<rect class=\"phase\" x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
                    "<text class=\"phase-name\" x=\"{:.1f}\" y=\"{}\">{}</text>\n",
-                   x0, kTop, std::max(0.0, x1 - x0), plot_h, i % 2 == 0 ? "#f5f5f5" : "#e8eaf6", x0 + 3, kTop - 6,
-                   escape(ph.phase));
+                   x0, kTop, std::max(0.0, x1 - x0), plot_h, i % 2 == 0 ? "#f5f5f5" : "#e8eaf6", x0 + 3,
+                   kTop - 6 - static_cast<double>(i % 3) * 14, escape(ph.phase));  // staggered: short phases crowd
   }
   // Stacked areas: each series between the cumulative sum below it and the one including it, as steps.
   for (std::size_t series = 0; series < kSeriesCount && !samples.empty(); ++series) {
@@ -157,7 +157,7 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
       const std::uint64_t lo = series == 0 ? 0 : cumulative(s, series - 1);
       any = any || hi != lo;
       upper += fmt::format("{},{} {},{} ", fx(s.ts_us), fy(hi), fx(next), fy(hi));
-      lower = fmt::format("{},{} {},{} ", fx(s.ts_us), fy(lo), fx(next), fy(lo)) + lower;
+      lower = fmt::format("{},{} {},{} ", fx(next), fy(lo), fx(s.ts_us), fy(lo)) + lower;  // walked backwards
     }
     if (!any) continue;
     fmt::format_to(std::back_inserter(out), "<polygon class=\"area\" data-series=\"{}\" fill=\"{}\" points=\"{}{}\"/>\n",
