@@ -189,6 +189,9 @@ int run_merge(const std::vector<std::string>& paths, const std::string& output) 
   } catch (const std::exception& error) {
     for (auto& p : progress) p->finish();
     print_read_failure("merge", current.empty() ? output : current, error);
+    // A merge cut short is no trace of the job: leave nothing a viewer could take for one.
+    out.close();
+    std::remove(output.c_str());
     return kExitTraceProblem;
   }
   return kExitOk;

@@ -58,11 +58,13 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     o.kv_bytes = raw <= 0 ? 0 : static_cast<std::uint64_t>(raw) / o.kv_step_bytes * o.kv_step_bytes;
     if (o.kv_bytes == 0)
       o.refused = "no available memory for the cache blocks (profiling): the share is below what profiling measured";
-    if (!process.checkpoints.empty() &&
-        process.checkpoints.front().driver_free < static_cast<std::uint64_t>(requested(settings.gpu_memory_utilization)))
+    // vLLM refuses to start when its first memory query finds less free than the share asks for.
+    const auto first_query = std::find_if(process.checkpoints.begin(), process.checkpoints.end(),
+                                          [&d](const trace::Checkpoint& c) { return c.device == d.device; });
+    const auto asked = static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.gpu_memory_utilization)));
+    if (first_query != process.checkpoints.end() && first_query->driver_free < asked)
       o.refused = fmt::format("free memory at start-up ({}) is less than the share asked for ({}) (init)",
-                              report::format_bytes(process.checkpoints.front().driver_free),
-                              report::format_bytes(static_cast<std::uint64_t>(requested(settings.gpu_memory_utilization))));
+                              report::format_bytes(first_query->driver_free), report::format_bytes(asked));
 
     // Without deferral the KV cache is backed from the burst on; the scratch the traced start held
     // is memory stock has free. Each post-KV phase needs its peak above what was live at the plan.

@@ -289,6 +289,14 @@ TEST(TraceTools, WhatIfAtAnotherUtilisationMatchesActualStartsThere) {
   expect_kv_within_a_step(at_09, committed["kv_bytes"].get<std::uint64_t>());
   expect_same_plan(at_09, committed);
 
+  // At 1.0 the engine refuses at start-up: less is free than the share asks for.
+  const json at_10 = what_if(s.traces[0], {"--gpu-memory-utilization", "1.0"});
+  EXPECT_TRUE(at_10["refused"].get<std::string>().ends_with("(init)")) << at_10.dump();
+  const Start refused = start_seed("1.0", "stock");
+  EXPECT_NE(refused.run.exit_code, 0);
+  EXPECT_NE(refused.run.err.find("phase init failed: ValueError: Free memory on device"), std::string::npos)
+      << refused.run.err;
+
   // Stock at 0.9 runs out of memory where what-if says.
   const json stock_09 = what_if(s.traces[0], {"--gpu-memory-utilization", "0.9"});
   const Start stock_start = start_seed("0.9", "stock");
