@@ -46,11 +46,14 @@ std::vector<Step> steps_of(const trace::Trace& trace) {
     steps.push_back({a.event.ts_us, a.event.index * 2, a.device, &a.category, &a.ptr, &a.caller, a.bytes, false, 'a'});
   // A lifetime's free shares its allocation's index; *2+1 keeps it after the allocation.
   for (const auto& f : trace.frees)
-    steps.push_back({f.event.ts_us, f.event.index * 2 + 1, f.device, &f.category, &f.ptr, &kNoCaller, f.bytes, true, 'a'});
+    steps.push_back(
+        {f.event.ts_us, f.event.index * 2 + 1, f.device, &f.category, &f.ptr, &kNoCaller, f.bytes, true, 'a'});
   for (const auto& g : trace.graph_execs)
-    steps.push_back({g.event.ts_us, g.event.index * 2, g.device, &kGraphExec, &g.exec, &kNoCaller, g.bytes, g.destroyed, 'g'});
+    steps.push_back(
+        {g.event.ts_us, g.event.index * 2, g.device, &kGraphExec, &g.exec, &kNoCaller, g.bytes, g.destroyed, 'g'});
   for (const auto& m : trace.modules)
-    steps.push_back({m.event.ts_us, m.event.index * 2, m.device, &kModule, &m.handle, &kNoCaller, m.bytes, m.unloaded, 'm'});
+    steps.push_back(
+        {m.event.ts_us, m.event.index * 2, m.device, &kModule, &m.handle, &kNoCaller, m.bytes, m.unloaded, 'm'});
   std::stable_sort(steps.begin(), steps.end(), [](const Step& x, const Step& y) {
     return x.ts_us != y.ts_us ? x.ts_us < y.ts_us : x.order < y.order;
   });
@@ -81,7 +84,8 @@ std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, double end_us) {
     // phase began at the burst's first KV allocation (policy/phases.h dates it so too).
     if (change.phase == "kv_allocation") {
       for (const auto& a : trace.allocs)
-        if (a.category == "kv" && a.event.ts_us >= spans.back().start_us && a.event.ts_us < start) start = a.event.ts_us;
+        if (a.category == "kv" && a.event.ts_us >= spans.back().start_us && a.event.ts_us < start)
+          start = a.event.ts_us;
     }
     spans.back().end_us = start;
     spans.push_back({change.phase, start, end_us});
@@ -266,8 +270,8 @@ ProcessFigures analyse(const trace::Trace& trace) {
     if (summarised != summaries.end()) {
       f.categories = summarised->second->categories;
       f.categories_source = "summary";
-      f.events_agree = replayed != replay.devices.end() ? agree(f.categories, replayed->second)
-                                                         : agree(f.categories, {});
+      f.events_agree =
+          replayed != replay.devices.end() ? agree(f.categories, replayed->second) : agree(f.categories, {});
     } else {
       if (replayed != replay.devices.end()) f.categories = replayed->second;
       f.categories_source = "events";

@@ -29,10 +29,10 @@ struct PhaseFigures {
   double end_us = 0;
   std::uint64_t peak_bytes = 0;  // all categories together, the highest within the phase
   double peak_ts_us = 0;
-  ByCategory peak_by_category;         // each category's own highest within the phase
-  ByCategory live_at_end;              // live at the phase's end, whenever allocated
-  ByCategory allocated;                // allocated within the phase, frees not subtracted
-  ByCategory allocated_live_at_end;    // allocated within the phase and still live at its end
+  ByCategory peak_by_category;           // each category's own highest within the phase
+  ByCategory live_at_end;                // live at the phase's end, whenever allocated
+  ByCategory allocated;                  // allocated within the phase, frees not subtracted
+  ByCategory allocated_live_at_end;      // allocated within the phase and still live at its end
   std::vector<CallerBytes> top_callers;  // at the phase's peak, largest first (at most kTopCallers)
 };
 inline constexpr std::size_t kTopCallers = 5;
@@ -88,7 +88,7 @@ struct ProcessFigures {
   bool complete = false;
   bool truncated = false;
   bool has_summary = false;
-  std::string exit;  // the summary's, or empty
+  std::string exit;   // the summary's, or empty
   double end_us = 0;  // the summary's time, else the last event's
   std::vector<DeviceFigures> devices;
   std::vector<trace::Checkpoint> checkpoints;

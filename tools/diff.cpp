@@ -50,7 +50,8 @@ std::vector<Row> compare(const analysis::DeviceFigures& a, const analysis::Devic
     for (const auto* table : {&x.peak_by_category, &y.peak_by_category, &x.live_at_end, &y.live_at_end})
       for (const auto& [name, bytes] : *table) names.insert(name);
     for (const std::string& name : names) {
-      add(phase + ": " + name + " peak", signed_of(at(x.peak_by_category, name)), signed_of(at(y.peak_by_category, name)));
+      add(phase + ": " + name + " peak", signed_of(at(x.peak_by_category, name)),
+          signed_of(at(y.peak_by_category, name)));
       add(phase + ": " + name + " at end", signed_of(at(x.live_at_end, name)), signed_of(at(y.live_at_end, name)));
     }
   }
@@ -77,7 +78,8 @@ std::string render_diff(const analysis::ProcessFigures& a, const analysis::Proce
     const analysis::DeviceFigures& da = a.devices[i];
     const analysis::DeviceFigures& db = b.devices[i];
     fmt::format_to(std::back_inserter(out), "\ndevice {} (A) against device {} (B)\n", da.device, db.device);
-    fmt::format_to(std::back_inserter(out), "  KV: A {} ({} device, {} host, margin {}), B {} ({} device, {} host, margin {})\n",
+    fmt::format_to(std::back_inserter(out),
+                   "  KV: A {} ({} device, {} host, margin {}), B {} ({} device, {} host, margin {})\n",
                    report::format_bytes(da.kv.kv_bytes), report::format_bytes(da.kv.device_bytes),
                    report::format_bytes(da.kv.host_bytes), report::format_signed_bytes(da.kv.margin_bytes),
                    report::format_bytes(db.kv.kv_bytes), report::format_bytes(db.kv.device_bytes),

@@ -11,7 +11,7 @@ namespace kvremap::diff {
 
 // One compared figure: a phase's peak or end-of-phase live bytes of a category, or a KV figure.
 struct Row {
-  std::string what;   // e.g. "capture: graph_pool peak", "kv: device bytes"
+  std::string what;  // e.g. "capture: graph_pool peak", "kv: device bytes"
   std::int64_t a = 0;
   std::int64_t b = 0;
   std::int64_t delta() const { return b - a; }

@@ -181,8 +181,9 @@ int run_merge(const std::vector<std::string>& paths, const std::string& output) 
       return kExitUsage;
     }
     for (auto& p : progress) p->finish();
-    std::printf("%s: %zu traces, %zu events, aligned on %s\n", output.c_str(), result.inputs.size(), result.events,
-                result.aligned_on_wall_clock ? "their wall-clock starts" : "their first events (a header lacks start_unix_ns)");
+    std::printf(
+        "%s: %zu traces, %zu events, aligned on %s\n", output.c_str(), result.inputs.size(), result.events,
+        result.aligned_on_wall_clock ? "their wall-clock starts" : "their first events (a header lacks start_unix_ns)");
     for (const auto& input : result.inputs)
       std::printf("  %s: pid %lld, starts at +%.3f ms\n", input.path.c_str(), static_cast<long long>(input.pid),
                   static_cast<double>(input.offset_us) / 1e3);
@@ -225,10 +226,10 @@ int run_validate(const std::vector<std::string>& paths) {
         status = kExitTraceProblem;
         continue;
       }
-      const std::string ending = result.trace.complete            ? ""
-                                 : !result.trace.stopped.empty() ? ", stopped early: the trace file could not grow (" +
-                                                                       result.trace.stopped + ")"
-                                                                 : ", no closing ']' (process did not exit cleanly)";
+      const std::string ending = result.trace.complete ? ""
+                                 : !result.trace.stopped.empty()
+                                     ? ", stopped early: the trace file could not grow (" + result.trace.stopped + ")"
+                                     : ", no closing ']' (process did not exit cleanly)";
       std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count, ending.c_str(),
                   result.trace.truncated ? ", incomplete last line ignored" : "");
     } catch (const std::exception& error) {
@@ -264,7 +265,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> report_paths;
   bool report_as_json = false;
-  auto* report = app.add_subcommand("report", "Summarise memory per category, checkpoints, captures and phases of traces");
+  auto* report =
+      app.add_subcommand("report", "Summarise memory per category, checkpoints, captures and phases of traces");
   report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files")->required();
   report->add_flag("--json", report_as_json, "One JSON array on stdout, one object per trace (docs/tools.md)");
   report->footer(kExitCodes);

@@ -62,10 +62,19 @@ MergeResult merge_traces(const std::vector<std::string>& paths, std::ostream& ou
   std::string cmdline = "kvremap merge";
   for (const std::string& path : paths) cmdline += " " + path;
   const nlohmann::json header = {
-      {"ph", "M"}, {"cat", "kvremap"}, {"name", "kvremap_trace"}, {"pid", first.pid}, {"tid", first.pid}, {"ts", 0},
+      {"ph", "M"},
+      {"cat", "kvremap"},
+      {"name", "kvremap_trace"},
+      {"pid", first.pid},
+      {"tid", first.pid},
+      {"ts", 0},
       {"args",
-       {{"schema_version", schema}, {"library_version", first.header.library_version},
-        {"hostname", first.header.hostname}, {"pid", first.pid}, {"ppid", 0}, {"cmdline", cmdline},
+       {{"schema_version", schema},
+        {"library_version", first.header.library_version},
+        {"hostname", first.header.hostname},
+        {"pid", first.pid},
+        {"ppid", 0},
+        {"cmdline", cmdline},
         {"start_unix_ns", result.aligned_on_wall_clock ? earliest : first.header.start_unix_ns},
         {"options", nlohmann::json::object()}}}};
   out << "[\n" << header.dump() << "\n";

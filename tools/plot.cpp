@@ -47,7 +47,8 @@ Stack stack_of(const analysis::ByCategory& live, const analysis::KvFigures& kv, 
   for (const auto& [name, bytes] : live) all += bytes;
   s[0] += all - known - at(live, "kv");  // categories outside the fixed set count as other
   const std::uint64_t kv_live = at(live, "kv");
-  const bool on_scratch = kv.reserved_ts_us >= 0 && ts >= kv.reserved_ts_us && (kv.commit_ts_us < 0 || ts < kv.commit_ts_us);
+  const bool on_scratch =
+      kv.reserved_ts_us >= 0 && ts >= kv.reserved_ts_us && (kv.commit_ts_us < 0 || ts < kv.commit_ts_us);
   if (on_scratch) {
     s[7] = kv_live == 0 ? 0 : std::min(kv_live, kv.scratch_bytes == 0 ? kv_live : kv.scratch_bytes);
   } else if (kv.commit_ts_us >= 0 && ts >= kv.commit_ts_us) {
@@ -79,11 +80,20 @@ std::string escape(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -121,15 +131,17 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
     if (c.device == d.device) top = std::max(top, c.driver_total);
   if (top == 0) top = 1;
   const double plot_h = kHeight - kTop - kBottom;
-  const auto y = [&](std::uint64_t bytes) { return kTop + plot_h - static_cast<double>(bytes) / static_cast<double>(top) * plot_h; };
+  const auto y = [&](std::uint64_t bytes) {
+    return kTop + plot_h - static_cast<double>(bytes) / static_cast<double>(top) * plot_h;
+  };
   const auto fx = [&](double ts) { return fmt::format("{:.1f}", axis.x(ts)); };
   const auto fy = [&](std::uint64_t bytes) { return fmt::format("{:.1f}", y(bytes)); };
 
   fmt::format_to(std::back_inserter(out),
                  "<h2>{} &middot; device {} &middot; {}</h2>\n<svg class=\"panel\" id=\"panel-{}\" data-panel=\"{}\" "
                  "width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
-                 escape(p.header.process_name.empty() ? p.source : p.header.process_name), d.device,
-                 escape(p.source), index, index, kWidth, kHeight, kWidth, kHeight);
+                 escape(p.header.process_name.empty() ? p.source : p.header.process_name), d.device, escape(p.source),
+                 index, index, kWidth, kHeight, kWidth, kHeight);
   // Phase bands with their names.
   for (std::size_t i = 0; i < d.phases.size(); ++i) {
     const auto& ph = d.phases[i];
@@ -160,8 +172,9 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
       lower = fmt::format("{},{} {},{} ", fx(next), fy(lo), fx(s.ts_us), fy(lo)) + lower;  // walked backwards
     }
     if (!any) continue;
-    fmt::format_to(std::back_inserter(out), "<polygon class=\"area\" data-series=\"{}\" fill=\"{}\" points=\"{}{}\"/>\n",
-                   kSeries[series], kColours[series], upper, lower);
+    fmt::format_to(std::back_inserter(out),
+                   "<polygon class=\"area\" data-series=\"{}\" fill=\"{}\" points=\"{}{}\"/>\n", kSeries[series],
+                   kColours[series], upper, lower);
   }
   // The device's capacity.
   if (d.total_bytes != 0)
@@ -201,8 +214,8 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
                    report::format_bytes(c.returned_free));
   }
   // Axes.
-  fmt::format_to(std::back_inserter(out), "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>", kLeft, kTop,
-                 kTop + plot_h);
+  fmt::format_to(std::back_inserter(out), "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>", kLeft,
+                 kTop, kTop + plot_h);
   for (int i = 0; i <= 4; ++i) {
     const std::uint64_t bytes = top / 4 * static_cast<std::uint64_t>(i);
     fmt::format_to(std::back_inserter(out), "<text class=\"tick\" x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
@@ -210,11 +223,13 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
   }
   for (int i = 0; i <= 5; ++i) {
     const double ts = axis.t0 + (axis.t1 - axis.t0) * i / 5;
-    fmt::format_to(std::back_inserter(out), "<text class=\"tick\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.3f} s</text>",
-                   axis.x(ts), kHeight - kBottom + 16, ts / 1e6);
+    fmt::format_to(std::back_inserter(out),
+                   "<text class=\"tick\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.3f} s</text>", axis.x(ts),
+                   kHeight - kBottom + 16, ts / 1e6);
   }
-  fmt::format_to(std::back_inserter(out), "<line class=\"cursor\" id=\"cursor-{}\" x1=\"-10\" x2=\"-10\" y1=\"{}\" y2=\"{}\"/>",
-                 index, kTop, kTop + plot_h);
+  fmt::format_to(std::back_inserter(out),
+                 "<line class=\"cursor\" id=\"cursor-{}\" x1=\"-10\" x2=\"-10\" y1=\"{}\" y2=\"{}\"/>", index, kTop,
+                 kTop + plot_h);
   out += "\n</svg>\n";
 
   // The hover read-out's data: one row per sample, bytes per series, on the shared axis.
@@ -226,11 +241,12 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
   }
   nlohmann::json phases = nlohmann::json::array();
   for (const auto& ph : d.phases) phases.push_back({ph.phase, ph.start_us + offset_us, ph.end_us + offset_us});
-  const nlohmann::json data = {{"t0", axis.t0}, {"t1", axis.t1}, {"left", kLeft}, {"right", kWidth - kRight},
-                               {"rows", rows}, {"phases", phases}};
+  const nlohmann::json data = {{"t0", axis.t0}, {"t1", axis.t1},   {"left", kLeft}, {"right", kWidth - kRight},
+                               {"rows", rows},  {"phases", phases}};
   fmt::format_to(std::back_inserter(out), "<script type=\"application/json\" id=\"kvremap-samples-{}\">{}</script>\n",
                  index, script_json(data));
-  fmt::format_to(std::back_inserter(out), "<div class=\"readout\" id=\"readout-{}\">hover over the chart</div>\n", index);
+  fmt::format_to(std::back_inserter(out), "<div class=\"readout\" id=\"readout-{}\">hover over the chart</div>\n",
+                 index);
 
   // The figures as text (the same as report --json).
   out += "<table class=\"figures\"><tr><th>category</th><th>peak</th><th>peak at</th><th>live at end</th></tr>\n";
@@ -338,14 +354,17 @@ std::string render_html(const std::vector<analysis::ProcessFigures>& processes) 
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvremap plot</title>\n";
   out += kStyle;
   out += "</head><body>\n<h1>kvremap: device memory over time</h1>\n";
-  fmt::format_to(std::back_inserter(out), "<p>{} processes; time axis: {}. <span id=\"kvremap-status\">scripts did not run</span></p>\n",
+  fmt::format_to(std::back_inserter(out),
+                 "<p>{} processes; time axis: {}. <span id=\"kvremap-status\">scripts did not run</span></p>\n",
                  processes.size(),
-                 wall_clock ? "wall clock from the earliest start" : "each process from its first event (a header lacks start_unix_ns)");
+                 wall_clock ? "wall clock from the earliest start"
+                            : "each process from its first event (a header lacks start_unix_ns)");
   out += "<p class=\"legend\">";
   for (std::size_t i = 0; i < kSeriesCount; ++i)
     fmt::format_to(std::back_inserter(out), "<span><i style=\"background:{}\"></i>{}</span>", kColours[i], kSeries[i]);
-  out += "<span>&#9679; category peak</span><span>&#9632;/&#9675; memory query: used per the driver / per what the "
-         "engine was told</span></p>\n";
+  out +=
+      "<span>&#9679; category peak</span><span>&#9632;/&#9675; memory query: used per the driver / per what the "
+      "engine was told</span></p>\n";
   std::size_t index = 0;
   for (std::size_t i = 0; i < processes.size(); ++i)
     for (const auto& d : processes[i].devices) panel(out, index++, processes[i], d, offsets[i], axis);

@@ -10,7 +10,7 @@ namespace kvremap::plot {
 
 // The series stacked in each panel, bottom first: the non-KV categories, then the KV cache split by
 // what backs it (the device, the deferral's scratch, host memory).
-inline constexpr const char* kSeries[] = {"other",     "async_pool", "vmm",        "module",  "graph_exec",
+inline constexpr const char* kSeries[] = {"other",      "async_pool", "vmm",        "module", "graph_exec",
                                           "graph_pool", "kv_device",  "kv_scratch", "kv_host"};
 
 // One panel per process and device on one time axis (processes aligned on their wall-clock start

@@ -13,7 +13,7 @@ namespace {
 nlohmann::json categories_json(const std::map<std::string, trace::CategoryStats>& table) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, s] : table) {
-    out[name] = {{"live_bytes", s.live_bytes}, {"peak_bytes", s.peak_bytes}, {"peak_ts_us", s.peak_ts_us},
+    out[name] = {{"live_bytes", s.live_bytes},           {"peak_bytes", s.peak_bytes},   {"peak_ts_us", s.peak_ts_us},
                  {"allocated_bytes", s.allocated_bytes}, {"allocations", s.allocations}, {"frees", s.frees}};
   }
   return out;
@@ -43,14 +43,22 @@ nlohmann::json phase_json(const analysis::PhaseFigures& p) {
 
 nlohmann::json kv_json(const analysis::KvFigures& kv) {
   if (!kv.deferred && !kv.planned && !kv.committed) return nullptr;
-  return {{"deferred", kv.deferred},           {"planned", kv.planned},
-          {"committed", kv.committed},         {"commit_ts_us", kv.commit_ts_us},
-          {"tensors", kv.tensors},             {"kv_bytes", kv.kv_bytes},
-          {"device_bytes", kv.device_bytes},   {"host_bytes", kv.host_bytes},
-          {"scratch_bytes", kv.scratch_bytes}, {"granularity", kv.granularity},
-          {"device_free_bytes", kv.device_free_bytes}, {"headroom_bytes", kv.headroom_bytes},
-          {"post_kv_transient_bytes", kv.post_kv_transient_bytes}, {"margin_bytes", kv.margin_bytes},
-          {"deficit_bytes", kv.deficit_bytes}, {"verdict", kv.verdict},
+  return {{"deferred", kv.deferred},
+          {"planned", kv.planned},
+          {"committed", kv.committed},
+          {"commit_ts_us", kv.commit_ts_us},
+          {"tensors", kv.tensors},
+          {"kv_bytes", kv.kv_bytes},
+          {"device_bytes", kv.device_bytes},
+          {"host_bytes", kv.host_bytes},
+          {"scratch_bytes", kv.scratch_bytes},
+          {"granularity", kv.granularity},
+          {"device_free_bytes", kv.device_free_bytes},
+          {"headroom_bytes", kv.headroom_bytes},
+          {"post_kv_transient_bytes", kv.post_kv_transient_bytes},
+          {"margin_bytes", kv.margin_bytes},
+          {"deficit_bytes", kv.deficit_bytes},
+          {"verdict", kv.verdict},
           {"trigger", kv.trigger}};
 }
 
@@ -72,21 +80,37 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
   }
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const trace::Checkpoint& c : process.checkpoints) {
-    checkpoints.push_back({{"index", c.index}, {"ts_us", c.event.ts_us}, {"api", c.api}, {"device", c.device},
-                           {"phase", c.phase}, {"driver_free", c.driver_free}, {"driver_total", c.driver_total},
-                           {"returned_free", c.returned_free}, {"returned_total", c.returned_total}});
+    checkpoints.push_back({{"index", c.index},
+                           {"ts_us", c.event.ts_us},
+                           {"api", c.api},
+                           {"device", c.device},
+                           {"phase", c.phase},
+                           {"driver_free", c.driver_free},
+                           {"driver_total", c.driver_total},
+                           {"returned_free", c.returned_free},
+                           {"returned_total", c.returned_total}});
   }
   nlohmann::json phase_changes = nlohmann::json::array();
   for (const trace::PhaseChange& p : process.phase_changes)
-    phase_changes.push_back({{"ts_us", p.event.ts_us}, {"phase", p.phase}, {"previous", p.previous}, {"reason", p.reason}});
+    phase_changes.push_back(
+        {{"ts_us", p.event.ts_us}, {"phase", p.phase}, {"previous", p.previous}, {"reason", p.reason}});
   return {{"source", process.source},
           {"process",
-           {{"pid", h.pid}, {"ppid", h.ppid}, {"hostname", h.hostname}, {"cmdline", h.cmdline},
-            {"process_name", h.process_name}, {"library_version", h.library_version},
-            {"schema_version", h.schema_version}, {"start_unix_ns", h.start_unix_ns}, {"options", h.options}}},
+           {{"pid", h.pid},
+            {"ppid", h.ppid},
+            {"hostname", h.hostname},
+            {"cmdline", h.cmdline},
+            {"process_name", h.process_name},
+            {"library_version", h.library_version},
+            {"schema_version", h.schema_version},
+            {"start_unix_ns", h.start_unix_ns},
+            {"options", h.options}}},
           {"ended",
-           {{"summary", process.has_summary}, {"exit", process.exit}, {"complete", process.complete},
-            {"truncated", process.truncated}, {"end_us", process.end_us}}},
+           {{"summary", process.has_summary},
+            {"exit", process.exit},
+            {"complete", process.complete},
+            {"truncated", process.truncated},
+            {"end_us", process.end_us}}},
           {"devices", devices},
           {"checkpoints", checkpoints},
           {"phase_changes", phase_changes},

@@ -61,7 +61,8 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     // vLLM refuses to start when its first memory query finds less free than the share asks for.
     const auto first_query = std::find_if(process.checkpoints.begin(), process.checkpoints.end(),
                                           [&d](const trace::Checkpoint& c) { return c.device == d.device; });
-    const auto asked = static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.gpu_memory_utilization)));
+    const auto asked =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.gpu_memory_utilization)));
     if (first_query != process.checkpoints.end() && first_query->driver_free < asked)
       o.refused = fmt::format("free memory at start-up ({}) is less than the share asked for ({}) (init)",
                               report::format_bytes(first_query->driver_free), report::format_bytes(asked));
@@ -93,25 +94,28 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     // The library keeps max(the profiled need, KVREMAP_HEADROOM); the trace knows the need only when it won.
     const std::uint64_t profiled = kv.headroom_source == "KVREMAP_HEADROOM" ? 0 : kv.headroom_bytes;
     o.headroom_bytes = settings.headroom_bytes ? std::max(profiled, *settings.headroom_bytes) : kv.headroom_bytes;
-    if (settings.headroom_bytes && kv.headroom_source == "KVREMAP_HEADROOM" && *settings.headroom_bytes < kv.headroom_bytes)
+    if (settings.headroom_bytes && kv.headroom_source == "KVREMAP_HEADROOM" &&
+        *settings.headroom_bytes < kv.headroom_bytes)
       o.note = "the traced start's headroom was its KVREMAP_HEADROOM; the profiled need below it is not in the trace";
     in.headroom_bytes = o.headroom_bytes;
     const auto deficit = process.header.options.find("KVREMAP_DEFICIT");
     in.host_vmm_supported = true;
     in.deficit_mode = deficit != process.header.options.end() && deficit->second == "fail" ? policy::DeficitMode::fail
-                                                                                          : policy::DeficitMode::host;
+                                                                                           : policy::DeficitMode::host;
     in.post_kv_transient_bytes = kv.post_kv_transient_bytes;
     in.engine = engine.kind;
     in.gpu_memory_utilization = settings.gpu_memory_utilization;
     o.plan = policy::plan_commit(in);
     if (settings.chunk_bytes && (*settings.chunk_bytes == 0 || *settings.chunk_bytes % granularity != 0))
-      o.note = fmt::format("KVREMAP_CHUNK_BYTES={} is not a multiple of the granularity ({}): the arena would refuse "
-                           "and the start would run as stock",
-                           *settings.chunk_bytes, report::format_bytes(granularity));
+      o.note = fmt::format(
+          "KVREMAP_CHUNK_BYTES={} is not a multiple of the granularity ({}): the arena would refuse "
+          "and the start would run as stock",
+          *settings.chunk_bytes, report::format_bytes(granularity));
     outcomes.push_back(std::move(o));
   }
   if (outcomes.empty())
-    throw std::invalid_argument("no \"kv commit plan\" in the trace: what-if needs a start traced under KVREMAP_MODE=defer");
+    throw std::invalid_argument(
+        "no \"kv commit plan\" in the trace: what-if needs a start traced under KVREMAP_MODE=defer");
   return outcomes;
 }
 
@@ -125,10 +129,12 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
                  settings.gpu_memory_utilization);
   for (const Outcome& o : outcomes) {
     fmt::format_to(std::back_inserter(out),
-                   "device {}: KV {} or one step ({}) more: the engine rounds per tensor (traced start: {})\n", o.device,
-                   format_bytes(o.kv_bytes), format_bytes(o.kv_step_bytes), format_bytes(o.measured_kv_bytes));
+                   "device {}: KV {} or one step ({}) more: the engine rounds per tensor (traced start: {})\n",
+                   o.device, format_bytes(o.kv_bytes), format_bytes(o.kv_step_bytes),
+                   format_bytes(o.measured_kv_bytes));
     if (!o.refused.empty()) {
-      fmt::format_to(std::back_inserter(out), "  stock:   refuses to start: {}\n  kvremap: refuses likewise\n", o.refused);
+      fmt::format_to(std::back_inserter(out), "  stock:   refuses to start: {}\n  kvremap: refuses likewise\n",
+                     o.refused);
       continue;
     }
     if (o.stock_oom_phase.empty()) {
@@ -139,7 +145,7 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
                      "  stock:   out of memory in {}: needs {} (KV and the post-KV peak), {} free\n", o.stock_oom_phase,
                      format_bytes(o.stock_need_bytes), format_bytes(o.stock_available_bytes));
     }
-    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device ? "all_device"
+    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
                           : o.plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
                                                                                : "fail";
     fmt::format_to(std::back_inserter(out), "  kvremap: {}: device {}, host {}, margin {} (headroom {})\n", verdict,
@@ -154,7 +160,7 @@ nlohmann::json render_json(const analysis::ProcessFigures& process, const Settin
                            const std::vector<Outcome>& outcomes) {
   nlohmann::json devices = nlohmann::json::array();
   for (const Outcome& o : outcomes) {
-    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device ? "all_device"
+    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
                           : o.plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
                                                                                : "fail";
     devices.push_back({{"device", o.device},
@@ -162,11 +168,17 @@ nlohmann::json render_json(const analysis::ProcessFigures& process, const Settin
                        {"kv_step_bytes", o.kv_step_bytes},
                        {"measured_kv_bytes", o.measured_kv_bytes},
                        {"refused", o.refused},
-                       {"stock", {{"oom_phase", o.stock_oom_phase}, {"need_bytes", o.stock_need_bytes},
-                                  {"available_bytes", o.stock_available_bytes}}},
-                       {"kvremap", {{"verdict", verdict}, {"device_bytes", o.plan.device_bytes},
-                                    {"host_bytes", o.plan.host_bytes}, {"margin_bytes", o.plan.margin_bytes},
-                                    {"deficit_bytes", o.plan.deficit_bytes}, {"headroom_bytes", o.headroom_bytes}}},
+                       {"stock",
+                        {{"oom_phase", o.stock_oom_phase},
+                         {"need_bytes", o.stock_need_bytes},
+                         {"available_bytes", o.stock_available_bytes}}},
+                       {"kvremap",
+                        {{"verdict", verdict},
+                         {"device_bytes", o.plan.device_bytes},
+                         {"host_bytes", o.plan.host_bytes},
+                         {"margin_bytes", o.plan.margin_bytes},
+                         {"deficit_bytes", o.plan.deficit_bytes},
+                         {"headroom_bytes", o.headroom_bytes}}},
                        {"note", o.note}});
   }
   return {{"source", process.source},

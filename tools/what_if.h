@@ -19,13 +19,13 @@ struct Settings {
 
 struct Outcome {
   int device = 0;
-  double measured_utilization = 0;   // the traced start's
+  double measured_utilization = 0;  // the traced start's
   std::uint64_t measured_kv_bytes = 0;
-  std::uint64_t kv_step_bytes = 0;   // the KV size is a multiple of it: tensors x granularity
+  std::uint64_t kv_step_bytes = 0;  // the KV size is a multiple of it: tensors x granularity
   // What the engine sizes at the new utilisation (0: it refuses). The engine rounds its KV size down
   // per tensor and the trace keeps only the result, so the engine's own figure is this or one step more.
   std::uint64_t kv_bytes = 0;
-  std::string refused;               // the engine's own refusal (before any KV), or empty
+  std::string refused;  // the engine's own refusal (before any KV), or empty
   // Stock: the KV cache on the device from the KV burst on; it needs the post-KV work's peak beside.
   std::uint64_t stock_need_bytes = 0;       // KV + the largest post-KV transient
   std::uint64_t stock_available_bytes = 0;  // free once the KV burst ended, with nothing deferred

@@ -312,7 +312,8 @@ TEST(TraceTools, BadInputIsOneLineAndItsExitStatus) {
   const std::string missing = make_temp_dir() + "/missing.json";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"plot", missing, "-o", make_temp_dir() + "/p.html"},
-        std::vector<std::string>{"diff", missing, missing}, std::vector<std::string>{"what-if", missing, "--gpu-memory-utilization", "0.9"},
+        std::vector<std::string>{"diff", missing, missing},
+        std::vector<std::string>{"what-if", missing, "--gpu-memory-utilization", "0.9"},
         std::vector<std::string>{"merge", missing, "-o", make_temp_dir() + "/m.json"},
         std::vector<std::string>{"report", "--json", missing}}) {
     const RunResult r = cli(args);
@@ -410,15 +411,16 @@ TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
   EXPECT_EQ(png.substr(1, 3), "PNG");
   // Chromium decodes its own PNG: a page that draws it on a canvas counts the colours.
   const std::string counter = dir + "/count.html";
-  std::ofstream(counter) << "<!DOCTYPE html><html><body><img id=i src=\"plot.png\"><p id=n>not counted</p><script>"
-                            "window.addEventListener('load',function(){var i=document.getElementById('i');"
-                            "var c=document.createElement('canvas');c.width=i.naturalWidth;c.height=i.naturalHeight;"
-                            "var x=c.getContext('2d');x.drawImage(i,0,0);var d=x.getImageData(0,0,c.width,c.height).data;"
-                            "var s={};for(var k=0;k<d.length;k+=4)s[d[k]+','+d[k+1]+','+d[k+2]]=1;"
-                            "document.getElementById('n').textContent='colours '+Object.keys(s).length+' size '+"
-                            "c.width+'x'+c.height;});</script></body></html>";
-  const RunResult count = chromium("file://" + counter, {"--allow-file-access-from-files", "--virtual-time-budget=5000",
-                                                        "--dump-dom"});
+  std::ofstream(counter)
+      << "<!DOCTYPE html><html><body><img id=i src=\"plot.png\"><p id=n>not counted</p><script>"
+         "window.addEventListener('load',function(){var i=document.getElementById('i');"
+         "var c=document.createElement('canvas');c.width=i.naturalWidth;c.height=i.naturalHeight;"
+         "var x=c.getContext('2d');x.drawImage(i,0,0);var d=x.getImageData(0,0,c.width,c.height).data;"
+         "var s={};for(var k=0;k<d.length;k+=4)s[d[k]+','+d[k+1]+','+d[k+2]]=1;"
+         "document.getElementById('n').textContent='colours '+Object.keys(s).length+' size '+"
+         "c.width+'x'+c.height;});</script></body></html>";
+  const RunResult count =
+      chromium("file://" + counter, {"--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"});
   ASSERT_EQ(count.exit_code, 0) << count.err;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(count.out, m, std::regex(R"(colours (\d+) size (\d+)x(\d+))"))) << count.out;

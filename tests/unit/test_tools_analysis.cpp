@@ -1,4 +1,5 @@
-// The analyses behind plot, report --json, diff, merge and what-if on small hand-written traces, and the reader's progress hook.
+// The analyses behind plot, report --json, diff, merge and what-if on small hand-written traces, and the reader's
+// progress hook.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,18 +28,20 @@ constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 std::string header(const std::string& cmdline = "python3 -m vllm.entrypoints.openai.api_server",
                    long long start_unix_ns = 1735689600000000000LL, int pid = 7) {
   return "[\n{\"ph\":\"M\",\"cat\":\"kvremap\",\"name\":\"kvremap_trace\",\"pid\":" + std::to_string(pid) +
-         ",\"tid\":1,\"ts\":0,\"args\":{\"schema_version\":2,\"library_version\":\"0.1.0\",\"hostname\":\"h\",\"pid\":" +
-         std::to_string(pid) + ",\"ppid\":1,\"cmdline\":\"" + cmdline + "\",\"start_unix_ns\":" +
-         std::to_string(start_unix_ns) +
-         ",\"options\":{}}}\n,{\"ph\":\"M\",\"cat\":\"kvremap\",\"name\":\"kvremap_device\",\"pid\":7,\"tid\":1,\"ts\":0,"
+         ",\"tid\":1,\"ts\":0,\"args\":{\"schema_version\":2,\"library_version\":\"0.1.0\",\"hostname\":\"h\","
+         "\"pid\":" +
+         std::to_string(pid) + ",\"ppid\":1,\"cmdline\":\"" + cmdline +
+         "\",\"start_unix_ns\":" + std::to_string(start_unix_ns) +
+         ",\"options\":{}}}\n,{\"ph\":\"M\",\"cat\":\"kvremap\",\"name\":\"kvremap_device\",\"pid\":7,\"tid\":1,\"ts\":"
+         "0,"
          "\"args\":{\"device\":0,\"total_bytes\":" +
          std::to_string(1024 * kMiB) + "}}\n";
 }
 
 std::string phase(double ts, const std::string& to, const std::string& from) {
-  return ",{\"ph\":\"i\",\"cat\":\"phase\",\"name\":\"phase: " + to + "\",\"pid\":7,\"tid\":1,\"ts\":" +
-         std::to_string(ts) + ",\"s\":\"g\",\"args\":{\"phase\":\"" + to + "\",\"previous\":\"" + from +
-         "\",\"reason\":\"test\"}}\n";
+  return ",{\"ph\":\"i\",\"cat\":\"phase\",\"name\":\"phase: " + to +
+         "\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"s\":\"g\",\"args\":{\"phase\":\"" + to +
+         "\",\"previous\":\"" + from + "\",\"reason\":\"test\"}}\n";
 }
 
 std::string alloc(double ts, const std::string& ptr, std::uint64_t bytes, const std::string& category,
@@ -143,7 +146,8 @@ TEST(Plot, EmbedsReportJsonAndCannotBeClosedEarlyByATracesText) {
   const nlohmann::json embedded = nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
   EXPECT_EQ(embedded, nlohmann::json::array({kvremap::report::report_json(p), kvremap::report::report_json(p)}));
   std::size_t panels = 0;
-  for (auto at = html.find("<svg class=\"panel\""); at != std::string::npos; at = html.find("<svg class=\"panel\"", at + 1))
+  for (auto at = html.find("<svg class=\"panel\""); at != std::string::npos;
+       at = html.find("<svg class=\"panel\"", at + 1))
     ++panels;
   EXPECT_EQ(panels, 2u);
 }
@@ -153,35 +157,41 @@ std::string planned_start(double utilization) {
   const std::string cmdline = "vllm serve m --gpu-memory-utilization " + std::to_string(utilization);
   std::string t = header(cmdline) + phase(10, "loading", "init") + alloc(20, "0x1", 300 * kMiB, "other");
   t += ",{\"ph\":\"i\",\"cat\":\"kv\",\"name\":\"kv commit plan\",\"pid\":7,\"tid\":1,\"ts\":200,\"s\":\"g\",\"args\":"
-       "{\"device\":0,\"kv_bytes\":" + std::to_string(400 * kMiB) + ",\"device_bytes\":" + std::to_string(400 * kMiB) +
+       "{\"device\":0,\"kv_bytes\":" +
+       std::to_string(400 * kMiB) + ",\"device_bytes\":" + std::to_string(400 * kMiB) +
        ",\"host_bytes\":0,\"tensors\":4,\"host_bytes_per_tensor\":0,\"granularity\":2097152,\"chunk_bytes\":0,"
-       "\"device_free_bytes\":" + std::to_string(500 * kMiB) + ",\"headroom_bytes\":" + std::to_string(50 * kMiB) +
-       ",\"headroom_source\":\"profiled activation peak\",\"post_kv_transient_bytes\":" +
-       std::to_string(20 * kMiB) + ",\"margin_bytes\":" +
-       std::to_string(50 * kMiB) + ",\"deficit_bytes\":0,\"verdict\":\"all_device\"}}\n";
+       "\"device_free_bytes\":" +
+       std::to_string(500 * kMiB) + ",\"headroom_bytes\":" + std::to_string(50 * kMiB) +
+       ",\"headroom_source\":\"profiled activation peak\",\"post_kv_transient_bytes\":" + std::to_string(20 * kMiB) +
+       ",\"margin_bytes\":" + std::to_string(50 * kMiB) + ",\"deficit_bytes\":0,\"verdict\":\"all_device\"}}\n";
   return t + "]\n";
 }
 
 TEST(WhatIf, ReplaysTheTracedPlanAtItsOwnShareAndMovesTheKvLinearlyWithTheShare) {
   const ProcessFigures p = analyse(kvremap::trace::parse_trace(planned_start(0.5), "w"));
-  const auto same = kvremap::what_if::replay(p, {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
+  const auto same = kvremap::what_if::replay(
+      p, {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
   ASSERT_EQ(same.size(), 1u);
   EXPECT_EQ(same[0].kv_bytes, 400 * kMiB);
   EXPECT_EQ(same[0].plan.margin_bytes, static_cast<std::int64_t>(50 * kMiB));
   EXPECT_TRUE(same[0].stock_oom_phase.empty());
   // 0.1 more of a 1 GiB device is 102.4 MiB more KV, rounded down to 4 tensors x 2 MiB; stock needs the
   // 20 MiB post-KV transient beside it, 516 MiB of the 500 MiB free.
-  const auto more = kvremap::what_if::replay(p, {.gpu_memory_utilization = 0.6, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
+  const auto more = kvremap::what_if::replay(
+      p, {.gpu_memory_utilization = 0.6, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
   EXPECT_EQ(more[0].kv_bytes, 496 * kMiB);
   EXPECT_EQ(more[0].plan.verdict, kvremap::policy::CommitVerdict::host_tail);
   EXPECT_EQ(more[0].plan.margin_bytes, -static_cast<std::int64_t>(46 * kMiB));
   EXPECT_EQ(more[0].stock_oom_phase, "post_kv_warmup");
-  EXPECT_THROW(kvremap::what_if::replay(analyse(kvremap::trace::parse_trace(startup(), "s")), {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt}),
+  EXPECT_THROW(kvremap::what_if::replay(
+                   analyse(kvremap::trace::parse_trace(startup(), "s")),
+                   {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt}),
                std::invalid_argument);
 }
 
 TEST(TraceReader, ReportsProgressByBytesReadUpToTheFilesSize) {
-  const std::string path = std::filesystem::temp_directory_path() / ("kvremap-progress-" + std::to_string(getpid()) + ".json");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("kvremap-progress-" + std::to_string(getpid()) + ".json");
   std::string text = header();
   for (int i = 0; text.size() < 3 * kMiB; ++i) text += alloc(i, "0x" + std::to_string(i), 1, "other");
   text += "]\n";
