@@ -308,7 +308,9 @@ constexpr const char* kScript = R"(<script>
       for (var k = 0; k < data.rows.length && data.rows[k][0] <= t; ++k) row = data.rows[k];
       cursor.setAttribute('x1', x); cursor.setAttribute('x2', x);
       var phase = '';
-      data.phases.forEach(function (p) { if (t >= p[1] && t < p[2]) phase = p[0]; });
+      data.phases.forEach(function (p, k) {  // the last phase lasts to the end of the axis
+        if (t >= p[1] && (t < p[2] || k === data.phases.length - 1)) phase = p[0];
+      });
       var text = (t / 1e6).toFixed(3) + ' s  ' + phase;
       if (row) {
         var total = 0;

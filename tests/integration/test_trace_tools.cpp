@@ -402,6 +402,23 @@ TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
     }
   }
 
+  // The hover read-out: the pointer at the right end of the first panel, after the commit, reads the
+  // KV cache's device share that report --json gives.
+  const std::string hover = dir + "/hover.html";
+  std::ofstream(hover) << "<!DOCTYPE html><html><body><iframe id=f src=\"plot.html\" width=1200 height=900></iframe>"
+                          "<pre id=r>no read-out</pre><script>window.addEventListener('load',function(){"
+                          "var d=document.getElementById('f').contentDocument;var s=d.querySelector('svg.panel');"
+                          "var b=s.getBoundingClientRect();s.dispatchEvent(new MouseEvent('mousemove',{clientX:"
+                          "b.left+b.width*0.995,clientY:b.top+b.height/2,bubbles:true}));document.getElementById('r')"
+                          ".textContent='read-out: '+d.getElementById('readout-0').textContent;});</script></body></html>";
+  const RunResult hovered =
+      chromium("file://" + hover, {"--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"});
+  ASSERT_EQ(hovered.exit_code, 0) << hovered.err;
+  const std::string device_share =
+      "kv_device: " + gib(report[0]["devices"][0]["kv"]["device_bytes"].get<std::uint64_t>()) + " GiB";
+  EXPECT_NE(hovered.out.find(device_share), std::string::npos) << device_share << "\n" << hovered.out;
+  EXPECT_NE(hovered.out.find(" s  serving"), std::string::npos) << hovered.out;
+
   // A screenshot with more than one colour: a blank or failed page is one.
   const std::string shot = dir + "/plot.png";
   const RunResult screenshot = chromium("file://" + page, {"--screenshot=" + shot, "--window-size=1200,900"});
