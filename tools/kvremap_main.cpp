@@ -77,7 +77,7 @@ void print_read_failure(const char* command, const std::string& path, const std:
 // JSON would multiply memory use on large traces).
 kvremap::trace::Trace read_for(const char* command, const std::string& path) {
   kvremap::cli::ReadProgress progress(command, path);
-  kvremap::trace::ReadOptions options{.keep_raw_events = false};
+  kvremap::trace::ReadOptions options{.keep_raw_events = false, .keep_every_counter_sample = false};
   options.on_progress = [&progress](std::uint64_t done, std::uint64_t size) { progress(done, size); };
   return kvremap::trace::read_trace(path, options);
 }

@@ -209,6 +209,26 @@ TEST(TraceReader, ReportsProgressByBytesReadUpToTheFilesSize) {
   EXPECT_EQ(seen.back(), text.size());
 }
 
+std::string counter(double ts, int device, std::uint64_t other) {
+  return ",{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"device " + std::to_string(device) +
+         " bytes\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"args\":{\"other\":" +
+         std::to_string(other) + "}}\n";
+}
+
+TEST(TraceReader, KeepsOnlyEachDevicesLatestCounterSampleWhenAsked) {
+  // Out of time order, as threads' chunks leave them: the latest is not the last written.
+  const std::string text = header() + counter(10, 0, 1) + counter(30, 0, 3) + counter(20, 0, 2) + counter(5, 1, 9) + "]\n";
+  const auto all = kvremap::trace::parse_trace(text, "t");
+  EXPECT_EQ(all.counters.size(), 4u);
+  const auto latest = kvremap::trace::parse_trace(text, "t", {.keep_every_counter_sample = false});
+  ASSERT_EQ(latest.counters.size(), 2u);
+  EXPECT_EQ(latest.counters[0].device, 0);
+  EXPECT_EQ(latest.counters[0].event.ts_us, 30);
+  EXPECT_EQ(latest.counters[0].bytes_by_category.at("other"), 3u);
+  EXPECT_EQ(latest.counters[1].device, 1);
+  EXPECT_EQ(latest.event_count, all.event_count);
+}
+
 TEST(Merge, OneHeaderNoSummaryAndEachTraceShiftedByItsWallClockStart) {
   const std::string dir = std::filesystem::temp_directory_path() / ("kvremap-merge-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

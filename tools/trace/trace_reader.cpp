@@ -151,7 +151,8 @@ std::optional<int> counter_device(std::string_view name) {
 // Files records into the typed vectors; anything not recognised is kept as an OtherEvent.
 class EventSorter {
  public:
-  explicit EventSorter(Trace& trace) : trace_(trace) {}
+  EventSorter(Trace& trace, bool keep_every_counter_sample)
+      : trace_(trace), keep_every_counter_sample_(keep_every_counter_sample) {}
 
   void add(const json& event, std::size_t index, std::size_t line) {
     const EventRef ref = make_ref(event, index, line);
@@ -190,6 +191,14 @@ class EventSorter {
         for (const auto& [category, value] : args.items()) {
           sample.bytes_by_category.emplace(category,
                                            detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0);
+        }
+      }
+      if (!keep_every_counter_sample_) {
+        // Only the latest sample per device: what a killed process's last memory state needs.
+        for (CounterSample& kept : trace_.counters) {
+          if (kept.device != sample.device) continue;
+          if (sample.event.ts_us >= kept.event.ts_us) kept = std::move(sample);
+          return true;
         }
       }
       trace_.counters.push_back(std::move(sample));
@@ -287,6 +296,7 @@ class EventSorter {
 
  private:
   Trace& trace_;
+  bool keep_every_counter_sample_;
   std::map<std::string, CaptureWindow> open_captures_;  // async "b" events waiting for their "e"
 };
 
@@ -322,7 +332,7 @@ bool is_metadata_named(const json& event, std::string_view name) {
 // turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
 class TraceParser {
  public:
-  TraceParser(std::string source, const ReadOptions& options) : options_(options), sorter_(trace_) {
+  TraceParser(std::string source, const ReadOptions& options) : options_(options), sorter_(trace_, options.keep_every_counter_sample) {
     trace_.source = std::move(source);
   }
 
