@@ -211,13 +211,14 @@ TEST(TraceReader, ReportsProgressByBytesReadUpToTheFilesSize) {
 
 std::string counter(double ts, int device, std::uint64_t other) {
   return ",{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"device " + std::to_string(device) +
-         " bytes\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"args\":{\"other\":" +
-         std::to_string(other) + "}}\n";
+         " bytes\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"args\":{\"other\":" + std::to_string(other) +
+         "}}\n";
 }
 
 TEST(TraceReader, KeepsOnlyEachDevicesLatestCounterSampleWhenAsked) {
   // Out of time order, as threads' chunks leave them: the latest is not the last written.
-  const std::string text = header() + counter(10, 0, 1) + counter(30, 0, 3) + counter(20, 0, 2) + counter(5, 1, 9) + "]\n";
+  const std::string text =
+      header() + counter(10, 0, 1) + counter(30, 0, 3) + counter(20, 0, 2) + counter(5, 1, 9) + "]\n";
   const auto all = kvremap::trace::parse_trace(text, "t");
   EXPECT_EQ(all.counters.size(), 4u);
   const auto latest = kvremap::trace::parse_trace(text, "t", {.keep_every_counter_sample = false});

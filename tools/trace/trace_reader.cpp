@@ -332,7 +332,8 @@ bool is_metadata_named(const json& event, std::string_view name) {
 // turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
 class TraceParser {
  public:
-  TraceParser(std::string source, const ReadOptions& options) : options_(options), sorter_(trace_, options.keep_every_counter_sample) {
+  TraceParser(std::string source, const ReadOptions& options)
+      : options_(options), sorter_(trace_, options.keep_every_counter_sample) {
     trace_.source = std::move(source);
   }
 
