@@ -1,15 +1,30 @@
-// The kvremap CLI entry point; later issues add plot and replay subcommands.
+// The kvremap CLI entry point: run, report, validate, plot, diff, merge, what-if, help-env, libpath.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "interpose/version_number.h"
 #include "policy/options.h"
+#include "policy/units.h"
+#include "tools/analysis.h"
+#include "tools/diff.h"
 #include "tools/exit_status.h"
+#include "tools/merge.h"
+#include "tools/plot.h"
+#include "tools/progress.h"
 #include "tools/report.h"
+#include "tools/report_json.h"
+#include "tools/what_if.h"
 #include "tools/run_command.h"
 #include "tools/trace/trace_reader.h"
 
@@ -43,6 +58,11 @@ Exit status: the command's (of its last start), or 128+N when signal N killed it
 line, a missing library or an unusable trace directory; 126 when the command cannot be executed,
 127 when it is not found.)";
 
+constexpr const char* kExitCodes =
+    "Exit status: 0 success; 1 a trace could not be read (missing, truncated before its header, not a\n"
+    "kvremap trace, another schema version) or cannot answer the question; 2 a bad command line or an\n"
+    "output file that cannot be written. Progress goes to stderr when reading takes more than a second.";
+
 // Any failure to read one trace is one line on stderr naming the file, and exit status 1; the
 // reader reports its problems as TraceError, anything else (out of memory) is caught here too.
 void print_read_failure(const char* command, const std::string& path, const std::exception& error) {
@@ -53,21 +73,146 @@ void print_read_failure(const char* command, const std::string& path, const std:
   }
 }
 
-int run_report(const std::vector<std::string>& paths) {
+// Reads one trace for an analysing command with progress on stderr; typed records only (the raw
+// JSON would multiply memory use on large traces).
+kvremap::trace::Trace read_for(const char* command, const std::string& path) {
+  kvremap::cli::ReadProgress progress(command, path);
+  kvremap::trace::ReadOptions options{.keep_raw_events = false, .keep_every_counter_sample = false};
+  options.on_progress = [&progress](std::uint64_t done, std::uint64_t size) { progress(done, size); };
+  return kvremap::trace::read_trace(path, options);
+}
+
+// The figures of one trace, or nothing after the one-line failure on stderr.
+std::optional<kvremap::analysis::ProcessFigures> figures_for(const char* command, const std::string& path) {
+  try {
+    return kvremap::analysis::analyse(read_for(command, path));
+  } catch (const std::exception& error) {
+    print_read_failure(command, path, error);
+    return std::nullopt;
+  }
+}
+
+int run_report(const std::vector<std::string>& paths, bool json) {
   int status = kExitOk;
   bool first = true;
+  nlohmann::json all = nlohmann::json::array();
   for (const std::string& path : paths) {
     try {
-      // The report only needs typed records; the raw JSON would multiply memory use on large traces.
-      const kvremap::trace::Trace trace = kvremap::trace::read_trace(path, {.keep_raw_events = false});
-      std::printf("%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str());
+      const kvremap::trace::Trace trace = read_for("report", path);
+      const kvremap::analysis::ProcessFigures figures = kvremap::analysis::analyse(trace);
+      if (json) {
+        all.push_back(kvremap::report::report_json(figures));
+        continue;
+      }
+      std::printf("%s%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str(),
+                  kvremap::report::render_phase_attribution(figures).c_str());
       first = false;
     } catch (const std::exception& error) {
       print_read_failure("report", path, error);
       status = kExitTraceProblem;
     }
   }
+  if (json) std::printf("%s\n", all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return status;
+}
+
+// Writes `text` to `path` whole, or says why not in one line.
+bool write_file(const char* command, const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out << text;
+  if (out) out.close();
+  if (!out) {
+    std::fprintf(stderr, "kvremap %s: %s: cannot write: %s\n", command, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+int run_plot(const std::vector<std::string>& paths, const std::string& output) {
+  std::vector<kvremap::analysis::ProcessFigures> processes;
+  int status = kExitOk;
+  for (const std::string& path : paths) {
+    auto figures = figures_for("plot", path);
+    if (figures) {
+      processes.push_back(std::move(*figures));
+    } else {
+      status = kExitTraceProblem;
+    }
+  }
+  if (processes.empty()) return status;
+  if (!write_file("plot", output, kvremap::plot::render_html(processes))) return kExitUsage;
+  std::printf("%s: %zu processes\n", output.c_str(), processes.size());
+  return status;
+}
+
+int run_diff(const std::string& a_path, const std::string& b_path) {
+  const auto a = figures_for("diff", a_path);
+  const auto b = figures_for("diff", b_path);
+  if (!a || !b) return kExitTraceProblem;
+  std::printf("%s", kvremap::diff::render_diff(*a, *b).c_str());
+  return kExitOk;
+}
+
+int run_merge(const std::vector<std::string>& paths, const std::string& output) {
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::fprintf(stderr, "kvremap merge: %s: cannot write: %s\n", output.c_str(), std::strerror(errno));
+    return kExitUsage;
+  }
+  std::vector<std::unique_ptr<kvremap::cli::ReadProgress>> progress;
+  const kvremap::merge::ProgressFactory factory = [&progress](const std::string& path) {
+    progress.push_back(std::make_unique<kvremap::cli::ReadProgress>("merge", path));
+    kvremap::cli::ReadProgress* p = progress.back().get();
+    return std::function<void(std::uint64_t, std::uint64_t)>(
+        [p](std::uint64_t done, std::uint64_t size) { (*p)(done, size); });
+  };
+  std::string current;
+  try {
+    // Every header first: a file that is not a trace stops the merge before anything is written.
+    for (const std::string& path : paths) {
+      current = path;
+      kvremap::merge::read_header(path);
+    }
+    current.clear();
+    const kvremap::merge::MergeResult result = kvremap::merge::merge_traces(paths, out, factory);
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "kvremap merge: %s: cannot write: %s\n", output.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+    for (auto& p : progress) p->finish();
+    std::printf(
+        "%s: %zu traces, %zu events, aligned on %s\n", output.c_str(), result.inputs.size(), result.events,
+        result.aligned_on_wall_clock ? "their wall-clock starts" : "their first events (a header lacks start_unix_ns)");
+    for (const auto& input : result.inputs)
+      std::printf("  %s: pid %lld, starts at +%.3f ms\n", input.path.c_str(), static_cast<long long>(input.pid),
+                  static_cast<double>(input.offset_us) / 1e3);
+  } catch (const std::exception& error) {
+    for (auto& p : progress) p->finish();
+    print_read_failure("merge", current.empty() ? output : current, error);
+    // A merge cut short is no trace of the job: leave nothing a viewer could take for one.
+    out.close();
+    std::remove(output.c_str());
+    return kExitTraceProblem;
+  }
+  return kExitOk;
+}
+
+int run_what_if(const std::string& path, const kvremap::what_if::Settings& settings, bool json) {
+  const auto figures = figures_for("what-if", path);
+  if (!figures) return kExitTraceProblem;
+  try {
+    const auto outcomes = kvremap::what_if::replay(*figures, settings);
+    if (json) {
+      std::printf("%s\n", kvremap::what_if::render_json(*figures, settings, outcomes).dump(2).c_str());
+    } else {
+      std::printf("%s", kvremap::what_if::render(*figures, settings, outcomes).c_str());
+    }
+  } catch (const std::invalid_argument& error) {
+    std::fprintf(stderr, "kvremap what-if: %s: %s\n", path.c_str(), error.what());
+    return kExitTraceProblem;
+  }
+  return kExitOk;
 }
 
 int run_validate(const std::vector<std::string>& paths) {
@@ -81,10 +226,10 @@ int run_validate(const std::vector<std::string>& paths) {
         status = kExitTraceProblem;
         continue;
       }
-      const std::string ending = result.trace.complete            ? ""
-                                 : !result.trace.stopped.empty() ? ", stopped early: the trace file could not grow (" +
-                                                                       result.trace.stopped + ")"
-                                                                 : ", no closing ']' (process did not exit cleanly)";
+      const std::string ending = result.trace.complete ? ""
+                                 : !result.trace.stopped.empty()
+                                     ? ", stopped early: the trace file could not grow (" + result.trace.stopped + ")"
+                                     : ", no closing ']' (process did not exit cleanly)";
       std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count, ending.c_str(),
                   result.trace.truncated ? ", incomplete last line ignored" : "");
     } catch (const std::exception& error) {
@@ -119,8 +264,46 @@ int main(int argc, char** argv) {
   auto* help_env = app.add_subcommand("help-env", "Print the KVREMAP_* environment variables the library reads");
 
   std::vector<std::string> report_paths;
-  auto* report = app.add_subcommand("report", "Summarise memory per category, checkpoints and captures of traces");
+  bool report_as_json = false;
+  auto* report =
+      app.add_subcommand("report", "Summarise memory per category, checkpoints, captures and phases of traces");
   report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files")->required();
+  report->add_flag("--json", report_as_json, "One JSON array on stdout, one object per trace (docs/tools.md)");
+  report->footer(kExitCodes);
+
+  std::vector<std::string> plot_paths;
+  std::string plot_output;
+  auto* plot = app.add_subcommand("plot", "Write device memory over time as one self-contained HTML page");
+  plot->add_option("TRACE", plot_paths, "Trace files; one panel per process and device, on one time axis")->required();
+  plot->add_option("-o,--output", plot_output, "The HTML file to write")->required();
+  plot->footer(kExitCodes);
+
+  std::string diff_a, diff_b;
+  auto* diff = app.add_subcommand("diff", "Compare two traces per phase and category, largest differences first");
+  diff->add_option("A", diff_a, "The first trace")->required();
+  diff->add_option("B", diff_b, "The second trace")->required();
+  diff->footer(kExitCodes);
+
+  std::vector<std::string> merge_paths;
+  std::string merge_output;
+  auto* merge = app.add_subcommand("merge", "Merge traces into one Perfetto timeline aligned on wall-clock start");
+  merge->add_option("TRACE", merge_paths, "Trace files, one process track each")->required();
+  merge->add_option("-o,--output", merge_output, "The merged trace to write")->required();
+  merge->footer(kExitCodes);
+
+  std::string what_if_path;
+  kvremap::what_if::Settings what_if_settings;
+  std::string what_if_headroom, what_if_chunk;
+  auto* what_if = app.add_subcommand("what-if", "Replay a traced vLLM start at another utilisation: stock and kvremap");
+  what_if->add_option("TRACE", what_if_path, "A trace of a start under KVREMAP_MODE=defer")->required();
+  what_if->add_option("--gpu-memory-utilization", what_if_settings.gpu_memory_utilization, "The share to replay at")
+      ->required()
+      ->check(CLI::Range(0.0, 1.0));
+  what_if->add_option("--headroom", what_if_headroom, "KVREMAP_HEADROOM for the replay (a size: 256MiB, 1GiB)");
+  what_if->add_option("--chunk", what_if_chunk, "KVREMAP_CHUNK_BYTES for the replay (a size)");
+  bool what_if_json = false;
+  what_if->add_flag("--json", what_if_json, "The figures as one JSON object");
+  what_if->footer(kExitCodes);
 
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Check traces against the trace schema (exit 1 on any problem)");
@@ -149,7 +332,22 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (run->parsed()) return kvremap::run::run_command(run_options);
-  if (report->parsed()) return run_report(report_paths);
+  if (report->parsed()) return run_report(report_paths, report_as_json);
+  if (plot->parsed()) return run_plot(plot_paths, plot_output);
+  if (diff->parsed()) return run_diff(diff_a, diff_b);
+  if (merge->parsed()) return run_merge(merge_paths, merge_output);
+  if (what_if->parsed()) {
+    for (const auto& [text, target] : {std::pair{&what_if_headroom, &what_if_settings.headroom_bytes},
+                                       std::pair{&what_if_chunk, &what_if_settings.chunk_bytes}}) {
+      if (text->empty()) continue;
+      *target = kvremap::policy::parse_size(*text);
+      if (!*target) {
+        std::fprintf(stderr, "kvremap: what-if: not a size: '%s' (see kvremap what-if --help)\n", text->c_str());
+        return kExitUsage;
+      }
+    }
+    return run_what_if(what_if_path, what_if_settings, what_if_json);
+  }
   if (validate->parsed()) return run_validate(validate_paths);
   std::printf("%s", app.help().c_str());
   return kExitOk;

@@ -151,7 +151,8 @@ std::optional<int> counter_device(std::string_view name) {
 // Files records into the typed vectors; anything not recognised is kept as an OtherEvent.
 class EventSorter {
  public:
-  explicit EventSorter(Trace& trace) : trace_(trace) {}
+  EventSorter(Trace& trace, bool keep_every_counter_sample)
+      : trace_(trace), keep_every_counter_sample_(keep_every_counter_sample) {}
 
   void add(const json& event, std::size_t index, std::size_t line) {
     const EventRef ref = make_ref(event, index, line);
@@ -190,6 +191,14 @@ class EventSorter {
         for (const auto& [category, value] : args.items()) {
           sample.bytes_by_category.emplace(category,
                                            detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0);
+        }
+      }
+      if (!keep_every_counter_sample_) {
+        // Only the latest sample per device: what a killed process's last memory state needs.
+        for (CounterSample& kept : trace_.counters) {
+          if (kept.device != sample.device) continue;
+          if (sample.event.ts_us >= kept.event.ts_us) kept = std::move(sample);
+          return true;
         }
       }
       trace_.counters.push_back(std::move(sample));
@@ -287,6 +296,7 @@ class EventSorter {
 
  private:
   Trace& trace_;
+  bool keep_every_counter_sample_;
   std::map<std::string, CaptureWindow> open_captures_;  // async "b" events waiting for their "e"
 };
 
@@ -322,7 +332,8 @@ bool is_metadata_named(const json& event, std::string_view name) {
 // turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
 class TraceParser {
  public:
-  TraceParser(std::string source, const ReadOptions& options) : options_(options), sorter_(trace_) {
+  TraceParser(std::string source, const ReadOptions& options)
+      : options_(options), sorter_(trace_, options.keep_every_counter_sample) {
     trace_.source = std::move(source);
   }
 
@@ -526,6 +537,8 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
   std::vector<char> chunk(kChunkBytes);
   std::string line;
+  const std::uint64_t file_bytes = S_ISREG(status.st_mode) ? static_cast<std::uint64_t>(status.st_size) : 0;
+  std::uint64_t bytes_read = 0;
   for (;;) {
     const ssize_t got = ::read(file.get(), chunk.data(), chunk.size());
     if (got < 0) {
@@ -533,6 +546,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
       throw TraceError(path, parser.lines_taken() + 1, "cannot read: " + errno_text(errno));
     }
     if (got == 0) break;
+    bytes_read += static_cast<std::uint64_t>(got);
     std::string_view rest(chunk.data(), static_cast<std::size_t>(got));
     while (!rest.empty()) {
       const std::size_t newline = rest.find('\n');
@@ -552,6 +566,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
       }
       rest.remove_prefix(newline + 1);
     }
+    if (options.on_progress) options.on_progress(bytes_read, file_bytes);
   }
   if (!line.empty()) parser.take_line(line);
   return parser.finish();

@@ -219,6 +219,13 @@ struct ReadOptions {
   // read into `header`; `index` and `line` are as in EventRef. The event is gone when it returns.
   std::function<void(const nlohmann::json& event, std::size_t index, std::size_t line, const Header& header)> on_event =
       nullptr;
+  // With keep_records: every counter sample in Trace::counters, or (false) only the latest of each
+  // device. Counters are about half of a large trace's events and each sample holds a map, while
+  // the alloc/free/graph/module events carry every change anyway; a report needs only the last state.
+  bool keep_every_counter_sample = true;
+  // read_trace() only: called after each block read from the file with the bytes read so far and
+  // the file's size (0 when unknown, as for a pipe), so a tool can show progress on large traces.
+  std::function<void(std::uint64_t bytes_read, std::uint64_t file_bytes)> on_progress = nullptr;
 };
 
 // Parses trace text. Throws TraceError when the text is not a kvremap trace at all (garbage, no

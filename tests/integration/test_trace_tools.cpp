@@ -1,0 +1,446 @@
+// kvremap report --json, plot, diff, merge and what-if on traces of the example engine (examples/vllm_like)
+// started on the simulated driver: the tools agree with the engine's own printed figures, with each
+// other, and what-if with actual starts at the settings it replays; the plot loads in headless chromium.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_program.h"
+#include "tools/trace/trace_reader.h"
+
+namespace fs = std::filesystem;
+using kvremap::testing::link_as;
+using kvremap::testing::make_temp_dir;
+using kvremap::testing::run_program;
+using kvremap::testing::RunResult;
+using kvremap::testing::trace_files;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The engine's "%.2f GiB" of a byte count, as the example prints its KV size.
+std::string gib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", static_cast<double>(bytes) / static_cast<double>(kGiB));
+  return text;
+}
+
+// The engine's KV figure from its "started, KV <n> GiB" line, or empty.
+std::string started_kv(const std::string& out) {
+  std::smatch m;
+  static const std::regex started(R"(started, KV ([0-9.]+) GiB)");
+  return std::regex_search(out, m, started) ? m[1].str() : std::string();
+}
+
+RunResult cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {KVREMAP_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, {}, {}, 120);
+}
+
+// One start of the seed scenario as vLLM at `utilization`; `mode` "stock" runs without the library.
+struct Start {
+  RunResult run;
+  std::vector<std::string> traces;  // sorted: rank 0 first for multi-rank starts (lower pid)
+};
+Start start_seed(const std::string& utilization, const std::string& mode, int ranks = 1,
+                 const std::vector<std::string>& extra_env = {}) {
+  const std::string traces = make_temp_dir();
+  std::vector<std::string> argv = {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization",
+                                   utilization};
+  if (ranks > 1) argv.insert(argv.end(), {"--ranks", std::to_string(ranks)});
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, ranks);
+  if (mode != "stock")
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=" + mode, "KVREMAP_TRACE_DIR=" + traces,
+                           "KVREMAP_PROFILE_DIR=" + make_temp_dir()});
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  Start s{run_program(argv, env, {}, 240), trace_files(traces)};
+  std::sort(s.traces.begin(), s.traces.end(), [](const std::string& a, const std::string& b) {
+    return kvremap::trace::read_trace(a, {.keep_raw_events = false, .keep_records = false}).header.pid <
+           kvremap::trace::read_trace(b, {.keep_raw_events = false, .keep_records = false}).header.pid;
+  });
+  return s;
+}
+
+// Two ranks of the seed at 0.95 under kvremap: the traces most tests read, made once.
+const Start& seed_ranks() {
+  static const Start s = start_seed("0.95", "defer", 2);
+  return s;
+}
+
+json report_json(const std::vector<std::string>& traces) {
+  std::vector<std::string> args = {"report", "--json"};
+  args.insert(args.end(), traces.begin(), traces.end());
+  const RunResult r = cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+// what-if --json's figures for the first device.
+json what_if(const std::string& trace, const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"what-if", "--json", trace};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const RunResult r = cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  return json::parse(r.out)["devices"][0];
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  // As the tools print sizes (tools/report.h): binary units, two decimals.
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", v, units[u]);
+  return text;
+}
+
+}  // namespace
+
+TEST(TraceTools, ReportJsonHasTheEnginesKvAndAttributesItToTheKvPhase) {
+  const Start& s = seed_ranks();
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.out << s.run.err;
+  ASSERT_EQ(s.traces.size(), 2u);
+  const json report = report_json(s.traces);
+  ASSERT_EQ(report.size(), 2u);
+  const std::string printed = started_kv(s.run.out);
+  ASSERT_FALSE(printed.empty()) << s.run.out;
+  for (const json& process : report) {
+    const json& device = process["devices"][0];
+    EXPECT_TRUE(device["events_agree"].get<bool>());
+    const json& kv = device["kv"];
+    EXPECT_EQ(gib(kv["kv_bytes"].get<std::uint64_t>()), printed);
+    EXPECT_EQ(kv["kv_bytes"], kv["device_bytes"].get<std::uint64_t>() + kv["host_bytes"].get<std::uint64_t>());
+    // The KV tensors are allocated in kv_allocation and still live when it ends, and nowhere else.
+    std::uint64_t kv_held = 0;
+    for (const json& phase : device["phases"]) {
+      const std::uint64_t held = phase["allocated_live_at_end"].value("kv", std::uint64_t{0});
+      if (phase["phase"] == "kv_allocation") {
+        EXPECT_EQ(held, kv["kv_bytes"]) << phase.dump();
+      }
+      kv_held += held;
+      // The peak of all categories is at least each category's live bytes at the phase's end.
+      std::uint64_t live = 0;
+      for (const auto& [name, bytes] : phase["live_at_end"].items()) live += bytes.get<std::uint64_t>();
+      EXPECT_GE(phase["peak_bytes"].get<std::uint64_t>(), live) << phase.dump();
+    }
+    EXPECT_EQ(kv_held, kv["kv_bytes"]);
+    EXPECT_EQ(device["categories"]["kv"]["peak_bytes"], kv["kv_bytes"]);
+  }
+  // The text report carries the same attribution table.
+  const RunResult text = cli({"report", s.traces[0]});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("phase attribution, device 0"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("kv_allocation"), std::string::npos);
+}
+
+TEST(TraceTools, DiffOfAStartWithItselfIsZeroAndAgainstAnotherUtilisationIsTheKvDifference) {
+  const Start& s = seed_ranks();
+  ASSERT_EQ(s.traces.size(), 2u);
+  const RunResult same = cli({"diff", s.traces[0], s.traces[0]});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  std::istringstream lines(same.out);
+  std::size_t rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(": ") == std::string::npos || line.starts_with("A:") || line.starts_with("B:") ||
+        line.find("KV: A") != std::string::npos)
+      continue;
+    ++rows;
+    EXPECT_TRUE(line.ends_with(" =")) << line;
+  }
+  EXPECT_GT(rows, 10u) << same.out;
+
+  const Start lower = start_seed("0.9", "defer");
+  ASSERT_EQ(lower.run.exit_code, 0) << lower.run.out << lower.run.err;
+  ASSERT_EQ(lower.traces.size(), 1u);
+  const json a = report_json({s.traces[0]})[0]["devices"][0]["kv"];
+  const json b = report_json({lower.traces[0]})[0]["devices"][0]["kv"];
+  const RunResult d = cli({"diff", s.traces[0], lower.traces[0]});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::int64_t delta = b["kv_bytes"].get<std::int64_t>() - a["kv_bytes"].get<std::int64_t>();
+  ASSERT_LT(delta, 0);
+  const std::regex row(R"(kv: size\s+\S+ \S+\s+\S+ \S+\s+(\S+ \S+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(d.out, m, row)) << d.out;
+  EXPECT_EQ(m[1].str(), "-" + format_bytes(static_cast<std::uint64_t>(-delta)));
+  // The KV difference is the largest: it comes before every phase's non-KV rows.
+  EXPECT_LT(d.out.find("kv_allocation: kv"), d.out.find("post_kv_warmup: other")) << d.out;
+}
+
+TEST(TraceTools, MergedRanksValidateAndKeepEveryEventOnItsOwnProcessTrack) {
+  const Start& s = seed_ranks();
+  ASSERT_EQ(s.traces.size(), 2u);
+  const std::string merged = make_temp_dir() + "/merged.json";
+  const RunResult r = cli({"merge", s.traces[0], s.traces[1], "-o", merged});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const RunResult v = cli({"validate", merged});
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find(": ok, "), std::string::npos) << v.out;
+
+  const auto all = kvremap::trace::read_trace(merged);
+  std::map<std::int64_t, std::size_t> per_pid;
+  for (const json& e : all.events) ++per_pid[e["pid"].get<std::int64_t>()];
+  std::size_t inputs = 0;
+  std::int64_t earliest = INT64_MAX;
+  std::map<std::int64_t, double> header_ts;  // each rank's own header time, by pid
+  for (const std::string& path : s.traces) {
+    const auto t = kvremap::trace::read_trace(path);
+    inputs += t.event_count;
+    earliest = std::min(earliest, t.header.start_unix_ns);
+    // The merged file's own header takes the first input's pid.
+    EXPECT_EQ(per_pid[t.header.pid], t.event_count + (t.header.pid == all.header.pid ? 1 : 0)) << path;
+    for (const json& e : t.events)
+      if (e.value("name", "") == "kvremap_trace") header_ts[t.header.pid] = e["ts"].get<double>();
+  }
+  EXPECT_EQ(all.event_count, inputs + 1);
+  EXPECT_EQ(all.header.start_unix_ns, earliest);
+  // Aligned on wall-clock start: each rank's events moved by its start's distance from the earliest.
+  std::size_t moved = 0;
+  for (const json& e : all.events) {
+    if (e.value("name", "") != "kvremap_merged_process") continue;
+    const std::int64_t start = e["args"]["start_unix_ns"].get<std::int64_t>();
+    const double expected = header_ts[e["pid"].get<std::int64_t>()] + static_cast<double>((start - earliest) / 1000);
+    EXPECT_NEAR(e["ts"].get<double>(), expected, 1e-6) << e.dump();
+    ++moved;
+  }
+  EXPECT_EQ(moved, 2u);
+}
+
+// What-if's kvremap figures against a start's own commit: the same verdict and headroom, and the same
+// device memory free beside the KV cache (margin + KV: the KV size may differ by the engine's rounding).
+void expect_same_plan(const json& predicted, const json& kv) {
+  const json& plan = predicted["kvremap"];
+  EXPECT_EQ(plan["verdict"], kv["verdict"]);
+  EXPECT_EQ(plan["headroom_bytes"], kv["headroom_bytes"]);
+  EXPECT_EQ(plan["margin_bytes"].get<std::int64_t>() + predicted["kv_bytes"].get<std::int64_t>(),
+            kv["margin_bytes"].get<std::int64_t>() + kv["kv_bytes"].get<std::int64_t>());
+  EXPECT_EQ(plan["device_bytes"].get<std::uint64_t>() + plan["host_bytes"].get<std::uint64_t>(),
+            predicted["kv_bytes"].get<std::uint64_t>());
+}
+
+// The engine's KV size is what-if's or one step more (the engine rounds down per tensor).
+void expect_kv_within_a_step(const json& predicted, std::uint64_t actual) {
+  const std::uint64_t kv = predicted["kv_bytes"].get<std::uint64_t>();
+  EXPECT_GE(actual, kv);
+  EXPECT_LE(actual, kv + predicted["kv_step_bytes"].get<std::uint64_t>());
+}
+
+TEST(TraceTools, WhatIfAtTheTracedUtilisationIsTheTracedCommit) {
+  const Start& s = seed_ranks();
+  ASSERT_FALSE(s.traces.empty());
+  const json kv = report_json({s.traces[0]})[0]["devices"][0]["kv"];
+  const json w = what_if(s.traces[0], {"--gpu-memory-utilization", "0.95"});
+  EXPECT_EQ(w["kv_bytes"], kv["kv_bytes"]);
+  EXPECT_EQ(w["kvremap"]["device_bytes"], kv["device_bytes"]);
+  EXPECT_EQ(w["kvremap"]["host_bytes"], kv["host_bytes"]);
+  EXPECT_EQ(w["kvremap"]["margin_bytes"], kv["margin_bytes"]);
+  expect_same_plan(w, kv);
+  // Stock at 0.95 runs out of memory in post-KV autotuning: the engine says so when started without kvremap.
+  EXPECT_EQ(w["stock"]["oom_phase"], "post_kv_warmup") << w.dump();
+  const Start stock = start_seed("0.95", "stock");
+  EXPECT_NE(stock.run.exit_code, 0);
+  EXPECT_NE(stock.run.err.find("phase post-KV (autotune) failed"), std::string::npos) << stock.run.err;
+}
+
+TEST(TraceTools, WhatIfAtAnotherUtilisationMatchesActualStartsThere) {
+  const Start& s = seed_ranks();
+  ASSERT_FALSE(s.traces.empty());
+  // Stock at 0.8 starts, with the KV cache what-if predicts.
+  const json at_08 = what_if(s.traces[0], {"--gpu-memory-utilization", "0.8"});
+  EXPECT_EQ(at_08["stock"]["oom_phase"], "") << at_08.dump();
+  const Start stock = start_seed("0.8", "stock");
+  ASSERT_EQ(stock.run.exit_code, 0) << stock.run.err;
+  const std::string printed = started_kv(stock.run.out);
+  ASSERT_FALSE(printed.empty()) << stock.run.out;
+  const std::uint64_t kv = at_08["kv_bytes"].get<std::uint64_t>();
+  EXPECT_TRUE(printed == gib(kv) || printed == gib(kv + at_08["kv_step_bytes"].get<std::uint64_t>()))
+      << printed << " vs " << at_08.dump();
+
+  // kvremap at 0.9 with a 1 GiB headroom floor: the plan the library made in that start.
+  const json at_09 = what_if(s.traces[0], {"--gpu-memory-utilization", "0.9", "--headroom", "1GiB"});
+  const Start actual = start_seed("0.9", "defer", 1, {"KVREMAP_HEADROOM=1GiB"});
+  ASSERT_EQ(actual.run.exit_code, 0) << actual.run.err;
+  ASSERT_EQ(actual.traces.size(), 1u);
+  const json committed = report_json({actual.traces[0]})[0]["devices"][0]["kv"];
+  expect_kv_within_a_step(at_09, committed["kv_bytes"].get<std::uint64_t>());
+  expect_same_plan(at_09, committed);
+
+  // At 1.0 the engine refuses at start-up: less is free than the share asks for.
+  const json at_10 = what_if(s.traces[0], {"--gpu-memory-utilization", "1.0"});
+  EXPECT_TRUE(at_10["refused"].get<std::string>().ends_with("(init)")) << at_10.dump();
+  const Start refused = start_seed("1.0", "stock");
+  EXPECT_NE(refused.run.exit_code, 0);
+  EXPECT_NE(refused.run.err.find("phase init failed: ValueError: Free memory on device"), std::string::npos)
+      << refused.run.err;
+
+  // Stock at 0.9 runs out of memory where what-if says.
+  const json stock_09 = what_if(s.traces[0], {"--gpu-memory-utilization", "0.9"});
+  const Start stock_start = start_seed("0.9", "stock");
+  if (stock_09["stock"]["oom_phase"] == "") {
+    EXPECT_EQ(stock_start.run.exit_code, 0) << stock_start.run.err;
+  } else {
+    EXPECT_NE(stock_start.run.exit_code, 0);
+    EXPECT_NE(stock_start.run.err.find("phase post-KV"), std::string::npos) << stock_start.run.err;
+  }
+}
+
+TEST(TraceTools, BadInputIsOneLineAndItsExitStatus) {
+  const std::string missing = make_temp_dir() + "/missing.json";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plot", missing, "-o", make_temp_dir() + "/p.html"},
+        std::vector<std::string>{"diff", missing, missing},
+        std::vector<std::string>{"what-if", missing, "--gpu-memory-utilization", "0.9"},
+        std::vector<std::string>{"merge", missing, "-o", make_temp_dir() + "/m.json"},
+        std::vector<std::string>{"report", "--json", missing}}) {
+    const RunResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("missing.json: line 0: cannot open"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), args[0] == "diff" ? 2 : 1) << r.err;
+  }
+  const Start& s = seed_ranks();
+  ASSERT_FALSE(s.traces.empty());
+  EXPECT_EQ(cli({"what-if", s.traces[0], "--gpu-memory-utilization", "1.5"}).exit_code, 2);
+  EXPECT_EQ(cli({"what-if", s.traces[0], "--gpu-memory-utilization", "0.9", "--headroom", "lots"}).exit_code, 2);
+  EXPECT_EQ(cli({"plot", s.traces[0]}).exit_code, 2);
+  EXPECT_EQ(cli({"plot", s.traces[0], "-o", "/proc/no-such-dir/p.html"}).exit_code, 2);
+  for (const char* command : {"plot", "diff", "merge", "what-if", "report"}) {
+    const RunResult help = cli({command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_NE(help.out.find("Exit status"), std::string::npos) << command << ": " << help.out;
+  }
+}
+
+namespace {
+
+// Headless chromium on `url` with the flags that keep it off the network and out of the user's
+// profile; `extra` adds the action (--dump-dom, --screenshot=...).
+RunResult chromium(const std::string& url, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {CHROMIUM,
+                                   "--headless",
+                                   "--no-sandbox",
+                                   "--disable-gpu",
+                                   "--disable-quic",
+                                   "--no-first-run",
+                                   "--disable-background-networking",
+                                   "--disable-component-update",
+                                   "--disable-sync",
+                                   "--user-data-dir=" + make_temp_dir(),
+                                   "--enable-logging=stderr",
+                                   "--v=0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(url);
+  return run_program(argv, {}, {}, 120);
+}
+
+// The text of the element `<script ... id="ID">` in a DOM dump.
+std::string script_text(const std::string& dom, const std::string& id) {
+  const std::string open = "id=\"" + id + "\">";
+  const auto begin = dom.find(open);
+  if (begin == std::string::npos) return {};
+  const auto end = dom.find("</script>", begin);
+  return dom.substr(begin + open.size(), end - begin - open.size());
+}
+
+}  // namespace
+
+TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
+  if (std::string(CHROMIUM).empty())
+    FAIL() << "chromium was not found when the tests were configured: install Debian's package chromium "
+              "(apt-get install chromium, or scripts/install-deps.sh) and configure again";
+  const Start& s = seed_ranks();
+  ASSERT_EQ(s.traces.size(), 2u);
+  const std::string dir = make_temp_dir();
+  const std::string page = dir + "/plot.html";
+  const RunResult plot = cli({"plot", s.traces[0], s.traces[1], "-o", page});
+  ASSERT_EQ(plot.exit_code, 0) << plot.err;
+  // Self-contained: nothing is fetched when the page is viewed.
+  const std::string html = slurp(page);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find(" src="), std::string::npos);
+
+  const RunResult dom = chromium("file://" + page, {"--dump-dom"});
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_NE(dom.out.find("ready: 2 panels, 2 processes"), std::string::npos) << "the page's script did not run";
+  EXPECT_EQ(dom.err.find("CONSOLE("), std::string::npos) << "console messages:\n" << dom.err;
+  EXPECT_EQ(dom.err.find("Uncaught"), std::string::npos) << dom.err;
+
+  // The figures embedded in the page are report --json's, and the visible table shows its peaks.
+  const json embedded = json::parse(script_text(dom.out, "kvremap-figures"));
+  const json report = report_json(s.traces);
+  EXPECT_EQ(embedded, report);
+  for (const json& process : report) {
+    for (const auto& [name, stats] : process["devices"][0]["categories"].items()) {
+      const std::uint64_t peak = stats["peak_bytes"].get<std::uint64_t>();
+      if (peak == 0) continue;
+      const std::string cell = "<td data-bytes=\"" + std::to_string(peak) + "\">" + format_bytes(peak) + "</td>";
+      EXPECT_NE(dom.out.find(cell), std::string::npos) << name << ": " << cell;
+    }
+  }
+
+  // The hover read-out: the pointer at the right end of the first panel, after the commit, reads the
+  // KV cache's device share that report --json gives.
+  const std::string hover = dir + "/hover.html";
+  std::ofstream(hover) << "<!DOCTYPE html><html><body><iframe id=f src=\"plot.html\" width=1200 height=900></iframe>"
+                          "<pre id=r>no read-out</pre><script>window.addEventListener('load',function(){"
+                          "var d=document.getElementById('f').contentDocument;var s=d.querySelector('svg.panel');"
+                          "var b=s.getBoundingClientRect();s.dispatchEvent(new MouseEvent('mousemove',{clientX:"
+                          "b.left+b.width*0.995,clientY:b.top+b.height/2,bubbles:true}));document.getElementById('r')"
+                          ".textContent='read-out: '+d.getElementById('readout-0').textContent;});</script></body></html>";
+  const RunResult hovered =
+      chromium("file://" + hover, {"--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"});
+  ASSERT_EQ(hovered.exit_code, 0) << hovered.err;
+  const std::string device_share =
+      "kv_device: " + gib(report[0]["devices"][0]["kv"]["device_bytes"].get<std::uint64_t>()) + " GiB";
+  EXPECT_NE(hovered.out.find(device_share), std::string::npos) << device_share << "\n" << hovered.out;
+  EXPECT_NE(hovered.out.find(" s  serving"), std::string::npos) << hovered.out;
+
+  // A screenshot with more than one colour: a blank or failed page is one.
+  const std::string shot = dir + "/plot.png";
+  const RunResult screenshot = chromium("file://" + page, {"--screenshot=" + shot, "--window-size=1200,900"});
+  ASSERT_EQ(screenshot.exit_code, 0) << screenshot.err;
+  const std::string png = slurp(shot);
+  ASSERT_GT(png.size(), 8u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  // Chromium decodes its own PNG: a page that draws it on a canvas counts the colours.
+  const std::string counter = dir + "/count.html";
+  std::ofstream(counter)
+      << "<!DOCTYPE html><html><body><img id=i src=\"plot.png\"><p id=n>not counted</p><script>"
+         "window.addEventListener('load',function(){var i=document.getElementById('i');"
+         "var c=document.createElement('canvas');c.width=i.naturalWidth;c.height=i.naturalHeight;"
+         "var x=c.getContext('2d');x.drawImage(i,0,0);var d=x.getImageData(0,0,c.width,c.height).data;"
+         "var s={};for(var k=0;k<d.length;k+=4)s[d[k]+','+d[k+1]+','+d[k+2]]=1;"
+         "document.getElementById('n').textContent='colours '+Object.keys(s).length+' size '+"
+         "c.width+'x'+c.height;});</script></body></html>";
+  const RunResult count =
+      chromium("file://" + counter, {"--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"});
+  ASSERT_EQ(count.exit_code, 0) << count.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(count.out, m, std::regex(R"(colours (\d+) size (\d+)x(\d+))"))) << count.out;
+  EXPECT_GT(std::stoul(m[1].str()), 8u) << m[0];
+  EXPECT_EQ(m[2].str(), "1200");
+}

@@ -1,0 +1,149 @@
+// Renders analysis::ProcessFigures as report --json and as the text report's phase attribution table.
+#include "tools/report_json.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "tools/report.h"
+
+namespace kvremap::report {
+namespace {
+
+nlohmann::json categories_json(const std::map<std::string, trace::CategoryStats>& table) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, s] : table) {
+    out[name] = {{"live_bytes", s.live_bytes},           {"peak_bytes", s.peak_bytes},   {"peak_ts_us", s.peak_ts_us},
+                 {"allocated_bytes", s.allocated_bytes}, {"allocations", s.allocations}, {"frees", s.frees}};
+  }
+  return out;
+}
+
+nlohmann::json by_category_json(const analysis::ByCategory& bytes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, value] : bytes)
+    if (value != 0) out[name] = value;
+  return out;
+}
+
+nlohmann::json phase_json(const analysis::PhaseFigures& p) {
+  nlohmann::json callers = nlohmann::json::array();
+  for (const auto& c : p.top_callers) callers.push_back({{"caller", c.caller}, {"bytes", c.bytes}});
+  return {{"phase", p.phase},
+          {"start_us", p.start_us},
+          {"end_us", p.end_us},
+          {"peak_bytes", p.peak_bytes},
+          {"peak_ts_us", p.peak_ts_us},
+          {"peak_by_category", by_category_json(p.peak_by_category)},
+          {"live_at_end", by_category_json(p.live_at_end)},
+          {"allocated", by_category_json(p.allocated)},
+          {"allocated_live_at_end", by_category_json(p.allocated_live_at_end)},
+          {"top_callers_at_peak", callers}};
+}
+
+nlohmann::json kv_json(const analysis::KvFigures& kv) {
+  if (!kv.deferred && !kv.planned && !kv.committed) return nullptr;
+  return {{"deferred", kv.deferred},
+          {"planned", kv.planned},
+          {"committed", kv.committed},
+          {"commit_ts_us", kv.commit_ts_us},
+          {"tensors", kv.tensors},
+          {"kv_bytes", kv.kv_bytes},
+          {"device_bytes", kv.device_bytes},
+          {"host_bytes", kv.host_bytes},
+          {"scratch_bytes", kv.scratch_bytes},
+          {"granularity", kv.granularity},
+          {"device_free_bytes", kv.device_free_bytes},
+          {"headroom_bytes", kv.headroom_bytes},
+          {"post_kv_transient_bytes", kv.post_kv_transient_bytes},
+          {"margin_bytes", kv.margin_bytes},
+          {"deficit_bytes", kv.deficit_bytes},
+          {"verdict", kv.verdict},
+          {"trigger", kv.trigger}};
+}
+
+}  // namespace
+
+nlohmann::json report_json(const analysis::ProcessFigures& process) {
+  const trace::Header& h = process.header;
+  nlohmann::json devices = nlohmann::json::array();
+  for (const analysis::DeviceFigures& d : process.devices) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& p : d.phases) phases.push_back(phase_json(p));
+    devices.push_back({{"device", d.device},
+                       {"total_bytes", d.total_bytes},
+                       {"categories_source", d.categories_source},
+                       {"events_agree", d.events_agree},
+                       {"categories", categories_json(d.categories)},
+                       {"phases", phases},
+                       {"kv", kv_json(d.kv)}});
+  }
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (const trace::Checkpoint& c : process.checkpoints) {
+    checkpoints.push_back({{"index", c.index},
+                           {"ts_us", c.event.ts_us},
+                           {"api", c.api},
+                           {"device", c.device},
+                           {"phase", c.phase},
+                           {"driver_free", c.driver_free},
+                           {"driver_total", c.driver_total},
+                           {"returned_free", c.returned_free},
+                           {"returned_total", c.returned_total}});
+  }
+  nlohmann::json phase_changes = nlohmann::json::array();
+  for (const trace::PhaseChange& p : process.phase_changes)
+    phase_changes.push_back(
+        {{"ts_us", p.event.ts_us}, {"phase", p.phase}, {"previous", p.previous}, {"reason", p.reason}});
+  return {{"source", process.source},
+          {"process",
+           {{"pid", h.pid},
+            {"ppid", h.ppid},
+            {"hostname", h.hostname},
+            {"cmdline", h.cmdline},
+            {"process_name", h.process_name},
+            {"library_version", h.library_version},
+            {"schema_version", h.schema_version},
+            {"start_unix_ns", h.start_unix_ns},
+            {"options", h.options}}},
+          {"ended",
+           {{"summary", process.has_summary},
+            {"exit", process.exit},
+            {"complete", process.complete},
+            {"truncated", process.truncated},
+            {"end_us", process.end_us}}},
+          {"devices", devices},
+          {"checkpoints", checkpoints},
+          {"phase_changes", phase_changes},
+          {"counts", process.counts}};
+}
+
+std::string render_phase_attribution(const analysis::ProcessFigures& process) {
+  std::string out;
+  for (const analysis::DeviceFigures& d : process.devices) {
+    fmt::format_to(std::back_inserter(out),
+                   "\nphase attribution, device {}: allocated in the phase and still live at its end\n", d.device);
+    fmt::format_to(std::back_inserter(out), "  {:<15} {:>12} {:>10}  {}\n", "phase", "peak", "peak at",
+                   "by category (allocated in phase, live at its end)");
+    for (const analysis::PhaseFigures& p : d.phases) {
+      std::string held;
+      for (const std::string_view name : trace::kCategories) {
+        const auto found = p.allocated_live_at_end.find(std::string(name));
+        if (found == p.allocated_live_at_end.end() || found->second == 0) continue;
+        held += fmt::format("{}{} {}", held.empty() ? "" : ", ", name, format_bytes(found->second));
+      }
+      for (const auto& [name, bytes] : p.allocated_live_at_end)
+        if (!trace::is_known_category(name) && bytes != 0)
+          held += fmt::format("{}{} {}", held.empty() ? "" : ", ", name, format_bytes(bytes));
+      fmt::format_to(std::back_inserter(out), "  {:<15} {:>12} {:>9.3f}s  {}\n", p.phase, format_bytes(p.peak_bytes),
+                     p.peak_ts_us / 1e6, held.empty() ? std::string("-") : held);
+      if (p.top_callers.empty()) continue;
+      std::string callers;
+      for (const auto& c : p.top_callers)
+        callers += fmt::format("{}{} {}", callers.empty() ? "" : ", ", c.caller, format_bytes(c.bytes));
+      fmt::format_to(std::back_inserter(out), "  {:<15} at the peak: {}\n", "", callers);
+    }
+  }
+  return out;
+}
+
+}  // namespace kvremap::report
