@@ -10,10 +10,9 @@
 // always_inline instead: a call and its return are two taken branches.
 #define KVREMAP_HOT_PATH __attribute__((hot))
 
-// Branch hints for the same path. Without them GCC moved blocks that run on every allocation
-// (the record into the trace ring, the clock read, the fast exits) out of line, so each cost a
-// jump there and one back; a taken branch the predictor has forgotten costs a redirect, a
-// not-taken one nothing. Laid out straight, a traced pair takes 16 jumps, calls and returns inside
-// kvremap instead of 57 (counted with valgrind --tool=lackey).
+// Branch hints for the same path: they keep the blocks that run on every allocation (the record into
+// the trace ring, the clock read, the fast exits) in line, so the common case runs straight through;
+// a taken branch the predictor has forgotten costs a redirect, a not-taken one nothing
+// (docs/benchmarks.md counts the path's jumps, calls and returns).
 #define KVREMAP_LIKELY(condition) __builtin_expect(static_cast<bool>(condition), 1)
 #define KVREMAP_UNLIKELY(condition) __builtin_expect(static_cast<bool>(condition), 0)

@@ -1,4 +1,6 @@
 // The exported driver wrappers and the cuGetProcAddress substitution that routes cudart through them.
+// Over 400 lines on purpose: one short body per hooked driver function (driver_hooks.h's table lists
+// them), each beside the family macro it shares with its per-thread-stream and versioned variants.
 #include "interpose/hooks/driver_hooks.h"
 
 #include <unordered_map>

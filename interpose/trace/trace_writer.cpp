@@ -1,4 +1,7 @@
 // Per-thread trace buffers and their ordered, whole-line writes to the trace file.
+// Over 400 lines on purpose: the producer rings, the writer thread that drains them in order and the
+// file's fault handling (disk full, signals, exec, fork) share one lock-free protocol, kept in one file
+// so its invariants can be read and checked together.
 #include "interpose/trace/trace_writer.h"
 
 #include <fcntl.h>

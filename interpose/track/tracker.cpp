@@ -1,4 +1,7 @@
 // Tracking: live allocations per category and device, captures, checkpoints and phases, fed by the hooks.
+// Over 400 lines on purpose: every hook handler here shares the allocation path's inline helpers
+// (record, account_alloc/free, emit_counter, feed_phase), which must stay in this one translation unit
+// to inline into the hot path (no LTO; docs/benchmarks.md, pass-through overhead).
 #include "interpose/track/tracker.h"
 
 #include <fmt/format.h>
@@ -278,100 +281,6 @@ State& create_state() {
   return *expected;
 }
 }  // namespace tracker_detail
-
-bool kv_window(int device) {
-  std::lock_guard<std::mutex> g(S().lock);
-  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
-  return t && t->kv_window();
-}
-
-std::uint64_t kv_tensor_bytes(int device) {
-  std::lock_guard<std::mutex> g(S().lock);
-  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
-  return t ? t->kv_tensor_bytes() : 0;
-}
-
-bool kv_burst_recognised(int device) {
-  std::lock_guard<std::mutex> g(S().lock);
-  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
-  return t && t->current() >= policy::Phase::kv_allocation;
-}
-
-void start_post_kv_peaks(int device) {
-  DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  for (CategoryStats& c : d.categories) {
-    c.post_kv_start.store(c.live.load());
-    c.post_kv_peak.store(c.live.load());
-  }
-  d.post_kv.store(true);
-}
-
-std::string post_kv_peaks_json(int device) {
-  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  std::string j = "{";
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    if (i) j += ',';
-    const CategoryStats& c = d.categories[i];
-    j += fmt::format(R"("{}":{{"at_kv_end":{},"peak":{},"peak_above":{}}})", policy::to_string(kAllCategories[i]),
-                     c.post_kv_start.load(), c.post_kv_peak.load(), c.post_kv_peak.load() - c.post_kv_start.load());
-  }
-  return j + "}";
-}
-
-PostKvNeeds post_kv_needs(int device) {
-  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  PostKvNeeds n;
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    const CategoryStats& c = d.categories[i];
-    const std::int64_t live = c.live.load(), start = c.post_kv_start.load(), peak = c.post_kv_peak.load();
-    if (kAllCategories[i] != policy::Category::kv && live > start) n.resident_growth += static_cast<std::uint64_t>(live - start);
-    if (peak > live) n.transient += static_cast<std::uint64_t>(peak - live);
-  }
-  return n;
-}
-
-std::uint64_t sizing_free_bytes(int device) {
-  return S().devices[static_cast<std::size_t>(device_index(device))].sizing_free.load();
-}
-
-std::optional<SizingQueryInfo> sizing_query(int device) {
-  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  const std::int64_t index = d.sizing_index.load();
-  if (index < 0) return std::nullopt;
-  return SizingQueryInfo{static_cast<std::uint64_t>(index), std::string(policy::to_string(
-                                                               static_cast<policy::Phase>(d.sizing_phase.load()))),
-                         d.sizing_driver_free.load()};
-}
-
-UpcomingQuery upcoming_memory_query(int device) {
-  const std::size_t i = static_cast<std::size_t>(device_index(device));
-  const DeviceStats& d = S().devices[i];
-  UpcomingQuery q;
-  q.before_kv = !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
-  std::lock_guard<std::mutex> g(S().lock);
-  const auto& tracker = S().phases[i];
-  q.index = S().checkpoints.size();
-  q.phase = std::string(policy::to_string(tracker ? tracker->current() : policy::Phase::init));
-  return q;
-}
-
-static_assert(kCategoryWindows == kCategories);
-
-std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device) {
-  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  std::array<CategoryWindow, kCategoryWindows> out{};
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    const CategoryStats& c = d.categories[i];
-    out[i] = CategoryWindow{c.post_kv_start.load(), c.post_kv_peak.load(), c.live.load()};
-  }
-  return out;
-}
-
-std::uint64_t profiling_peak_bytes(int device) {
-  return S().devices[static_cast<std::size_t>(device_index(device))].profiling_peak.load();
-}
-
-bool capture_open() { return own_capture_open() || S().global_captures.load(std::memory_order_relaxed) > 0; }
 
 int tracked_device_now() { return tracked_device(); }
 
