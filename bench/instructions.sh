@@ -8,7 +8,7 @@
 # own records; under callgrind's slow scheduling that happens now and then, so that work
 # (ring_with_room) is counted apart and reported on its own line instead of as hook cost.
 set -euo pipefail
-build=${1:-$(cd "$(dirname "$0")/.." && pwd)/build}
+build=$(cd "${1:-$(dirname "$0")/../build}" && pwd)  # absolute: the runs below change directory
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 command -v callgrind_annotate >/dev/null || { echo "instructions.sh: callgrind_annotate is needed (valgrind package)" >&2; exit 1; }
 [[ -x $build/bin/bench_overhead && -f $build/lib/libkvremap.so ]] ||

@@ -29,11 +29,13 @@ struct HotOptions {
   bool loaded = false;  // false until the constructor has run: then options() is asked
   policy::Mode mode{};
   std::uint64_t stack_min_bytes = 0;
+  std::uint64_t kv_min_bytes = 0;     // KVREMAP_KV_MIN_BYTES: defer mode's first check on every allocation
+  std::uint64_t kv_tensor_bytes = 0;  // KVREMAP_KV_TENSOR_BYTES
 };
 inline constinit HotOptions g_hot_options;
 }  // namespace library_detail
 
-// options().mode and options().stack_min_bytes, for the allocation path.
+// options().mode, .stack_min_bytes, .kv_min_bytes and .kv_tensor_bytes, for the allocation path.
 inline policy::Mode mode_option() {
   const library_detail::HotOptions& h = library_detail::g_hot_options;
   return KVREMAP_LIKELY(h.loaded) ? h.mode : options().mode;
@@ -41,6 +43,14 @@ inline policy::Mode mode_option() {
 inline std::uint64_t stack_min_bytes_option() {
   const library_detail::HotOptions& h = library_detail::g_hot_options;
   return KVREMAP_LIKELY(h.loaded) ? h.stack_min_bytes : options().stack_min_bytes;
+}
+inline std::uint64_t kv_min_bytes_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.kv_min_bytes : options().kv_min_bytes;
+}
+inline std::uint64_t kv_tensor_bytes_option() {
+  const library_detail::HotOptions& h = library_detail::g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.kv_tensor_bytes : options().kv_tensor_bytes;
 }
 // The "kvremap:"-prefixed stderr logger; never throws.
 spdlog::logger& log();

@@ -78,7 +78,7 @@ bool make_arena(DeviceKv& d) {
         d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error));
     return false;
   }
-  g_any_arena.store(true);
+  kv_detail::g_any_arena.store(true);
   trace_kv_event("kv arena reserved",
                  fmt::format(R"({{"device":{},"base":"{:#x}","reserved_bytes":{},"chunk_bytes":{},"granularity":{}}})",
                              d.device, d.arena->base(), d.arena->reserved_bytes(), c.chunk_bytes, granule));
@@ -231,7 +231,6 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
 }
 
 bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
-  if (!g_any_arena.load(std::memory_order_relaxed)) return false;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   for (auto& slot : k.devices) {
@@ -254,10 +253,10 @@ bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
 
 void before(KvPoint point, std::uint64_t stream) {
   if (capture_open()) return;
-  if (point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed) == 0
-                                      : g_active.load(std::memory_order_relaxed) == 0) {
+  if (point == KvPoint::kKernelLaunch ? kv_detail::g_pending.load(std::memory_order_relaxed) == 0
+                                      : kv_detail::g_active.load(std::memory_order_relaxed) == 0) {
     // A graph replay is serving: if defer mode has deferred nothing by then, say why once.
-    if (point == KvPoint::kGraphLaunch && !g_serving_checked.exchange(true)) {
+    if (point == KvPoint::kGraphLaunch && !kv_detail::g_serving_checked.exchange(true)) {
       KvState& k = K();
       std::lock_guard<std::mutex> g(k.lock);
       warn_if_nothing_deferred(k);
@@ -320,8 +319,6 @@ void touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
 }
 
 }  // namespace kv_detail
-bool kv_pending() { return g_pending.load(std::memory_order_relaxed) != 0; }
-
 // A capture on any device blocks every device's commit while open; its stream is where that
 // engine's start-up warm-ups run.
 void kv_capture_began(std::uint64_t stream) {
@@ -341,7 +338,7 @@ void kv_capture_ended(std::uint64_t stream) {
 }
 
 std::size_t kv_reported_free(std::size_t driver_free) {
-  if (g_pending.load(std::memory_order_relaxed) == 0) return driver_free;
+  if (kv_detail::g_pending.load(std::memory_order_relaxed) == 0) return driver_free;
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);

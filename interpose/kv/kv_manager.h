@@ -3,23 +3,39 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "interpose/base/library.h"
+#include "interpose/kv/kv_tags.h"
+#include "policy/kv_recognition.h"
 
 namespace kvremap::interpose {
 
 // The calls at which the KV manager may act, each before the hooked call reaches the driver.
 enum class KvPoint { kAllocation, kCaptureBegin, kMemoryQuery, kModuleLoad, kGraphLaunch, kKernelLaunch };
 
-// Whether deferred KV may exist at all: one relaxed load, for the copy and launch hooks.
-bool kv_pending();
-
 // Cheap to call on every hook: false unless KVREMAP_MODE=defer.
 inline bool kv_mode() { return mode_option() == policy::Mode::defer; }
 
 namespace kv_detail {
+// Set once the first KV arena exists: until then no free can be an arena region's (read inline by
+// every free in defer mode).
+inline constinit std::atomic<bool> g_any_arena{false};
+// Checks the hooks make inline before calling in. g_active: devices with arena regions not yet
+// committed (something to defer or commit). g_pending: devices deferred and not committed.
+inline constinit std::atomic<int> g_active{0};
+inline constinit std::atomic<int> g_pending{0};
+// The first graph launch has checked that something was deferred (and said why not, once).
+inline constinit std::atomic<bool> g_serving_checked{false};
+// Nothing for before() to do at `point`: no device has anything to defer or commit there, and no
+// graph launch still has to check that something was deferred.
+inline bool nothing_before(KvPoint point) {
+  const int devices = point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed)
+                                                      : g_active.load(std::memory_order_relaxed);
+  return devices == 0 && (point != KvPoint::kGraphLaunch || g_serving_checked.load(std::memory_order_relaxed));
+}
 // The defer-mode bodies of the three functions below; only called under kv_mode().
 bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result);
 bool release(CUdeviceptr ptr, const char* api, CUresult* result);
@@ -28,27 +44,33 @@ void touch(std::uint64_t address, std::uint64_t bytes, const char* api);
 std::size_t sizing_free(std::size_t reported, std::size_t total);
 }  // namespace kv_detail
 
+// Whether an allocation of `bytes` may be KV at all (policy::may_place_in_arena with the hot options and
+// this thread's tag): most allocations stop here, inline, without a call.
+inline bool kv_candidate(std::uint64_t bytes) {
+  return policy::may_place_in_arena(bytes, current_tag(), kv_min_bytes_option(), kv_tensor_bytes_option());
+}
+
 // An allocation the engine asked for: placed in the arena when it may be KV cache. True when it
 // was handled (then *result is the outcome and *ptr the address); false to allocate normally.
 // Inline, like the two below: in observe mode every allocation hook pays one comparison for them.
 inline bool kv_allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr,
                         CUresult* result) {
-  return kv_mode() && kv_detail::allocate(bytes, api, return_address, ptr, result);
+  return kv_mode() && kv_candidate(bytes) && kv_detail::allocate(bytes, api, return_address, ptr, result);
 }
 // A free: true (with *result) when the pointer was an arena region.
 inline bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
-  return kv_mode() && kv_detail::release(ptr, api, result);
+  return kv_mode() && kv_detail::g_any_arena.load(std::memory_order_relaxed) && kv_detail::release(ptr, api, result);
 }
 // Before the hooked call at `point`: ends the KV burst (synchronise, defer to scratch) and commits
 // when the trigger says so. Never acts while a capture is open. `stream`: the launch's stream, as
 // capture_stream_key() names it (kernel launches only).
 inline void kv_before(KvPoint point, std::uint64_t stream = 0) {
-  if (kv_mode()) kv_detail::before(point, stream);
+  if (kv_mode() && !kv_detail::nothing_before(point)) kv_detail::before(point, stream);
 }
 // Before a copy, memset, IPC handle, export or range query of [address, address + bytes): commits
 // first when that touches deferred KV (the call could be serving reading or writing the cache).
 inline void kv_touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
-  if (kv_mode() && kv_pending()) kv_detail::touch(address, bytes, api);
+  if (kv_mode() && kv_detail::g_pending.load(std::memory_order_relaxed) != 0) kv_detail::touch(address, bytes, api);
 }
 // `stream`: capture_stream_key() of the capturing stream.
 void kv_capture_began(std::uint64_t stream);

@@ -33,11 +33,6 @@ KvState& K() {
   return *state;
 }
 
-std::atomic<int> g_active{0};
-std::atomic<int> g_pending{0};
-std::atomic<bool> g_any_arena{false};        // frees need the lock only once an arena exists
-std::atomic<bool> g_serving_checked{false};  // the first graph launch checked that something was deferred
-
 void refresh_counts(KvState& k) {
   int active = 0, pending = 0;
   for (const auto& d : k.devices) {
@@ -45,8 +40,8 @@ void refresh_counts(KvState& k) {
     if (!d->regions.empty()) ++active;
     if (d->deferred && d->deferred_bytes > 0) ++pending;
   }
-  g_active.store(active);
-  g_pending.store(pending);
+  kv_detail::g_active.store(active);
+  kv_detail::g_pending.store(pending);
 }
 
 }  // namespace kvremap::interpose::kv_internal

@@ -14,6 +14,7 @@
 
 #include "interpose/base/device_index.h"
 #include "interpose/kv/kv_arena.h"
+#include "interpose/kv/kv_manager.h"
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
 #include "policy/engine.h"
@@ -76,14 +77,7 @@ struct KvState {
 // The process's KV state, made at first use from the options and the engine's command line.
 KvState& K();
 
-// Checks the hooks make before taking the lock. g_active: devices with arena regions not yet
-// committed (something to defer or commit). g_pending: devices deferred and not committed (the
-// launch hooks' one-load check, and memory queries' adjustment).
-extern std::atomic<int> g_active;
-extern std::atomic<int> g_pending;
-extern std::atomic<bool> g_any_arena;        // frees need the lock only once an arena exists
-extern std::atomic<bool> g_serving_checked;  // the first graph launch checked that something was deferred
-// Recounts g_active and g_pending from the devices' states; under k.lock.
+// Recounts kv_detail::g_active and g_pending (kv_manager.h) from the devices' states; under k.lock.
 void refresh_counts(KvState& k);
 
 // kv_commit.cpp. `reason`: the decision point that committed; `call`: the API at that point, for the

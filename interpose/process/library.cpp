@@ -52,7 +52,8 @@ __attribute__((constructor)) void load() {
     trace_now_us();  // fixes the trace's time origin at load
     policy::ParsedOptions parsed = policy::parse_options(kvremap_environment());
     g_options = new policy::Options(parsed.options);
-    library_detail::g_hot_options = {true, g_options->mode, g_options->stack_min_bytes};
+    library_detail::g_hot_options = {true, g_options->mode, g_options->stack_min_bytes, g_options->kv_min_bytes,
+                                     g_options->kv_tensor_bytes};
     auto logger = std::make_shared<spdlog::logger>("kvremap", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     logger->set_pattern("kvremap: [pid %P] %l: %v");
     logger->set_level(to_spdlog(g_options->log_level));
