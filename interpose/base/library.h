@@ -35,22 +35,27 @@ struct HotOptions {
 inline constinit HotOptions g_hot_options;
 }  // namespace library_detail
 
+namespace library_detail {
+// A HotOptions field, or the same Options field before the load-time constructor has run.
+template <auto HotField, auto OptionsField>
+[[gnu::always_inline]] inline auto hot_option() {
+  const HotOptions& h = g_hot_options;
+  return KVREMAP_LIKELY(h.loaded) ? h.*HotField : options().*OptionsField;
+}
+}  // namespace library_detail
+
 // options().mode, .stack_min_bytes, .kv_min_bytes and .kv_tensor_bytes, for the allocation path.
 inline policy::Mode mode_option() {
-  const library_detail::HotOptions& h = library_detail::g_hot_options;
-  return KVREMAP_LIKELY(h.loaded) ? h.mode : options().mode;
+  return library_detail::hot_option<&library_detail::HotOptions::mode, &policy::Options::mode>();
 }
 inline std::uint64_t stack_min_bytes_option() {
-  const library_detail::HotOptions& h = library_detail::g_hot_options;
-  return KVREMAP_LIKELY(h.loaded) ? h.stack_min_bytes : options().stack_min_bytes;
+  return library_detail::hot_option<&library_detail::HotOptions::stack_min_bytes, &policy::Options::stack_min_bytes>();
 }
 inline std::uint64_t kv_min_bytes_option() {
-  const library_detail::HotOptions& h = library_detail::g_hot_options;
-  return KVREMAP_LIKELY(h.loaded) ? h.kv_min_bytes : options().kv_min_bytes;
+  return library_detail::hot_option<&library_detail::HotOptions::kv_min_bytes, &policy::Options::kv_min_bytes>();
 }
 inline std::uint64_t kv_tensor_bytes_option() {
-  const library_detail::HotOptions& h = library_detail::g_hot_options;
-  return KVREMAP_LIKELY(h.loaded) ? h.kv_tensor_bytes : options().kv_tensor_bytes;
+  return library_detail::hot_option<&library_detail::HotOptions::kv_tensor_bytes, &policy::Options::kv_tensor_bytes>();
 }
 // The "kvremap:"-prefixed stderr logger; never throws.
 spdlog::logger& log();
