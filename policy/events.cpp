@@ -1,15 +1,11 @@
-// Names of allocation categories, shared by the trace writer and the trace reader.
+// Allocation categories by name (policy/trace_schema.h holds the names).
 #include "policy/events.h"
 
 #include <array>
 
+#include "policy/trace_schema.h"
+
 namespace kvremap::policy {
-namespace {
-
-constexpr std::array<std::string_view, 7> kCategoryNames{"kv",         "graph_pool", "graph_exec", "module",
-                                                         "async_pool", "vmm",        "other"};
-
-}  // namespace
 
 std::string_view to_string(Category category) {
   const auto i = static_cast<std::size_t>(category);

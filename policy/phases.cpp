@@ -6,15 +6,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "policy/trace_schema.h"
 #include "policy/units.h"
 
 namespace kvremap::policy {
 
 std::string_view to_string(Phase phase) {
-  static constexpr std::array<std::string_view, 7> names{"init",           "loading", "profiling", "kv_allocation",
-                                                         "post_kv_warmup", "capture", "serving"};
   const auto i = static_cast<std::size_t>(phase);
-  return i < names.size() ? names[i] : std::string_view("?");
+  return i < kPhaseNames.size() ? kPhaseNames[i] : std::string_view("?");
 }
 
 PhaseChange PhaseTracker::move_to(Phase to, std::string reason, std::uint64_t since_ns) {

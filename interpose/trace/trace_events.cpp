@@ -14,12 +14,11 @@
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracking_state.h"
 #include "interpose/version_number.h"
+#include "policy/trace_schema.h"
 
 namespace kvremap::interpose::tracker_detail {
 namespace {
 std::atomic<int> g_pid{0};
-// docs/trace-format.md "Versioning"; 2: allocation lifetimes.
-constexpr int kTraceSchemaVersion = 2;
 // Names tried for one process's trace file before tracing gives up (each exec of one pid takes one).
 constexpr int kMaxTraceNameTries = 1000;
 }  // namespace
@@ -246,7 +245,7 @@ void open_trace() {
     return;
   }
   std::string header = event_head("M", "kvremap", "kvremap_trace");
-  header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)", kTraceSchemaVersion,
+  header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)", policy::kTraceSchemaVersion,
                         KVREMAP_VERSION_STRING);
   append_json_string(header, host);
   header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", process_id(), getppid());
@@ -309,7 +308,7 @@ std::string summary_json(const char* reason) {
   std::string s = event_head("i", "summary", "summary");
   s += fmt::format(
       R"(,"s":"g","args":{{"schema_version":{},"library_version":"{}","exit":"{}","duration_us":{:.3f},"devices":[)",
-      kTraceSchemaVersion, KVREMAP_VERSION_STRING, reason, trace_now_us());
+      policy::kTraceSchemaVersion, KVREMAP_VERSION_STRING, reason, trace_now_us());
   bool first_device = true;
   for (int d = 0; d < kMaxDevices; ++d) {
     const DeviceStats& dev = S().devices[static_cast<std::size_t>(d)];

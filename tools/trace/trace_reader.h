@@ -13,11 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/trace_schema.h"
+
 namespace kvremap::trace {
 
-// The schema the library writes, and the oldest this reader still reads; any other value in the
-// header is a TraceError. Version 2 added allocation lifetimes (an "alloc" complete event).
-inline constexpr int kSchemaVersion = 2;
+// The schema the library writes (policy/trace_schema.h), and the oldest this reader still reads; any
+// other value in the header is a TraceError.
+inline constexpr int kSchemaVersion = policy::kTraceSchemaVersion;
 inline constexpr int kOldestSchemaVersion = 1;
 
 // Limits on one line of a trace, checked before the JSON parser sees it. The writer nests at most
@@ -26,12 +28,10 @@ inline constexpr int kOldestSchemaVersion = 1;
 inline constexpr std::size_t kMaxNestingDepth = 64;
 inline constexpr std::size_t kMaxLineBytes = std::size_t{256} << 20;
 
-// The fixed category set, in the order reports print them.
-inline constexpr std::array<std::string_view, 7> kCategories = {"kv",         "graph_pool", "graph_exec", "module",
-                                                                "async_pool", "vmm",        "other"};
-// The fixed phase set, in the order an engine start-up goes through them.
-inline constexpr std::array<std::string_view, 7> kPhases = {"init",           "loading", "profiling", "kv_allocation",
-                                                            "post_kv_warmup", "capture", "serving"};
+// The fixed category set, in the order reports print them, and the fixed phase set, in the order an
+// engine start-up goes through them: the writer's own lists.
+inline constexpr const auto& kCategories = policy::kCategoryNames;
+inline constexpr const auto& kPhases = policy::kPhaseNames;
 
 bool is_known_category(std::string_view name);
 bool is_known_phase(std::string_view name);

@@ -1,0 +1,21 @@
+// The trace's schema, shared by its writer (interpose/trace) and its readers (tools/trace): version, category and phase names.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace kvremap::policy {
+
+// Written into every trace's header and summary. Version 2 added allocation lifetimes (an "alloc"
+// complete event).
+inline constexpr int kTraceSchemaVersion = 2;
+
+// The allocation categories, in policy::Category's order (the order reports print them).
+inline constexpr std::array<std::string_view, 7> kCategoryNames{"kv",         "graph_pool", "graph_exec", "module",
+                                                                "async_pool", "vmm",        "other"};
+
+// The start-up phases, in policy::Phase's order (the order an engine start-up goes through them).
+inline constexpr std::array<std::string_view, 7> kPhaseNames{"init",           "loading", "profiling", "kv_allocation",
+                                                             "post_kv_warmup", "capture", "serving"};
+
+}  // namespace kvremap::policy
