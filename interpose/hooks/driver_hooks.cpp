@@ -425,23 +425,44 @@ KVREMAP_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr)
   return real(handle, ptr);
 }
 
+// Range queries on a KV tensor answer its whole range, as for the cudaMalloc the engine made: the
+// driver alone would answer the one VMM mapping (an arena chunk) holding the address.
+namespace {
+void answer_range(CUpointer_attribute attribute, void* data, CUdeviceptr ptr) {
+  std::uint64_t base = 0, size = 0;
+  if (!data || !kv_region_of(ptr, &base, &size)) return;
+  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = base;
+  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = size;
+}
+}  // namespace
+
 KVREMAP_HOOK CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   KVREMAP_ENTER(cuMemGetAddressRange_v2, base, size, ptr);
   kv_touch(ptr, 1, "cuMemGetAddressRange");
-  return real(base, size, ptr);
+  const CUresult r = real(base, size, ptr);
+  if (r == CUDA_SUCCESS) {
+    answer_range(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, base, ptr);
+    answer_range(CU_POINTER_ATTRIBUTE_RANGE_SIZE, size, ptr);
+  }
+  return r;
 }
 
 KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   KVREMAP_ENTER(cuPointerGetAttribute, data, attribute, ptr);
   kv_touch(ptr, 1, "cuPointerGetAttribute");
-  return real(data, attribute, ptr);
+  const CUresult r = real(data, attribute, ptr);
+  if (r == CUDA_SUCCESS) answer_range(attribute, data, ptr);
+  return r;
 }
 
 KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
                                              CUdeviceptr ptr) {
   KVREMAP_ENTER(cuPointerGetAttributes, count, attributes, data, ptr);
   kv_touch(ptr, 1, "cuPointerGetAttributes");
-  return real(count, attributes, data, ptr);
+  const CUresult r = real(count, attributes, data, ptr);
+  if (r == CUDA_SUCCESS && attributes && data)
+    for (unsigned int i = 0; i < count; ++i) answer_range(attributes[i], data[i], ptr);
+  return r;
 }
 
 // The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors).

@@ -230,6 +230,21 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   return true;
 }
 
+bool region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size) {
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  for (const auto& slot : k.devices) {
+    if (!slot || !slot->arena || !slot->arena->contains(address)) continue;
+    for (const Placement& r : slot->regions) {
+      if (address < r.base || address >= r.base + r.requested) continue;
+      *base = r.base;
+      *size = r.requested;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);

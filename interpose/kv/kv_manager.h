@@ -41,6 +41,7 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
 bool release(CUdeviceptr ptr, const char* api, CUresult* result);
 void before(KvPoint point, std::uint64_t stream);
 void touch(std::uint64_t address, std::uint64_t bytes, const char* api);
+bool region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size);
 std::size_t sizing_free(std::size_t reported, std::size_t total);
 }  // namespace kv_detail
 
@@ -71,6 +72,13 @@ inline void kv_before(KvPoint point, std::uint64_t stream = 0) {
 // first when that touches deferred KV (the call could be serving reading or writing the cache).
 inline void kv_touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
   if (kv_mode() && kv_detail::g_pending.load(std::memory_order_relaxed) != 0) kv_detail::touch(address, bytes, api);
+}
+// The KV arena placement holding `address`, as the engine allocated it: its base and the bytes it asked
+// for. A range query on it answers that whole range, as for a cudaMalloc of that size, whatever
+// chunks and scratch aliases the arena mapped it with. False outside the arena.
+inline bool kv_region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size) {
+  return kv_mode() && kv_detail::g_any_arena.load(std::memory_order_relaxed) &&
+         kv_detail::region_of(address, base, size);
 }
 // `stream`: capture_stream_key() of the capturing stream.
 void kv_capture_began(std::uint64_t stream);

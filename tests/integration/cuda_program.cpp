@@ -261,7 +261,7 @@ int tagged() {
 // After its tagged KV burst, the engine's first touch of the cache is a host-to-device copy into it
 // (a KV connector loading a cached prefix): the copy must land in committed memory, and read back.
 // TOUCH=ipc|retain|dmabuf|attributes: an IPC handle, the VMM handle (cuMemRetainAllocationHandle), a
-// dma-buf or pointer attributes of a KV tensor come first.
+// dma-buf or pointer attributes of a KV tensor come first; TOUCH=ranges: every range query, checked.
 int kv_copy() {
   using Tag = int (*)(const char*);
   using Call = int (*)();
@@ -299,6 +299,26 @@ int kv_copy() {
     void* data[2] = {&start, &size};
     std::printf("attributes of KV: %d\n",
                 static_cast<int>(cuPointerGetAttributes(2, attributes, data, reinterpret_cast<CUdeviceptr>(kv[1]))));
+  } else if (touch == "ranges") {
+    // Every range query, twice (the first may commit the deferred cache), from an address deep inside
+    // the tensor: the whole tensor, as for any cudaMalloc of its size.
+    const auto inside = reinterpret_cast<CUdeviceptr>(kv[1]) + 20 * kMiB + 123;
+    for (int round = 0; round < 2; ++round) {
+      CUdeviceptr base = 0, start = 0, start2 = 0;
+      size_t size = 0, size2 = 0, size3 = 0;
+      check(cuMemGetAddressRange(&base, &size, inside) == CUDA_SUCCESS, "cuMemGetAddressRange");
+      check(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, inside) == CUDA_SUCCESS &&
+                cuPointerGetAttribute(&size2, CU_POINTER_ATTRIBUTE_RANGE_SIZE, inside) == CUDA_SUCCESS,
+            "cuPointerGetAttribute");
+      CUpointer_attribute attributes[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+      void* data[2] = {&start2, &size3};
+      check(cuPointerGetAttributes(2, attributes, data, inside) == CUDA_SUCCESS, "cuPointerGetAttributes");
+      const auto whole = reinterpret_cast<CUdeviceptr>(kv[1]);
+      check(base == whole && start == whole && start2 == whole, "range start is the KV tensor's");
+      check(size == 32 * kMiB && size2 == 32 * kMiB && size3 == 32 * kMiB, "range size is the KV tensor's");
+      std::printf("range of KV (round %d): +%llu, %zu bytes\n", round,
+                  static_cast<unsigned long long>(base - whole), size);
+    }
   }
   unsigned char pattern[4096];
   for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);

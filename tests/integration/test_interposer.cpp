@@ -457,6 +457,22 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
 // pointer attributes), is serving work or hands the cache to someone who may do it (a KV connector
 // loading a prefix, an RDMA registration): the KV cache is committed before the call, and the copy
 // reads back.
+// A range query on a KV tensor that the arena maps in several chunks answers the tensor's whole range,
+// as for the cudaMalloc the engine made, before the commit (the query commits first) and after it.
+TEST(Interposer, RangeQueriesOnKvAnswerTheWholeTensor) {
+  const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"TOUCH=ranges"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "TOUCH=ranges", "KVREMAP_CHUNK_BYTES=8MiB",
+                                    "KVREMAP_SCRATCH_BYTES=2MiB"});
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_NE(t.run.out.find("range of KV (round 1): +0, 33554432 bytes"), std::string::npos) << t.run.out;
+  ASSERT_EQ(t.traces.size(), 1u);
+  std::size_t regions = 0;
+  for (const auto& e : t.traces[0].other_events)
+    if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+  EXPECT_EQ(regions, 2u) << "both tensors were in the arena, in 8 MiB chunks";
+}
+
 TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
   struct Touch {
     const char* name;
