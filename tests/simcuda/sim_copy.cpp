@@ -1,11 +1,22 @@
 // Copy and memset variants: peer, 2D, D16/D32 and their async and per-thread forms, built on the cuMemcpy/cuMemsetD8 checks.
+#include <cstring>
+
 #include "sim_state.h"
 
 namespace simcuda {
 namespace {
 
-// Which of a CUDA_MEMCPY2D side's fields addresses memory; arrays are not simulated.
-CUresult side_address(CUmemorytype type, const void* host, CUdeviceptr device, CUdeviceptr* out, bool* is_device) {
+// The bytes of a CUmemorytype field, whatever value they hold: a caller may pass any value, and
+// loading one that is not an enumerator as the enum type is undefined behaviour.
+unsigned int memory_type_of(const CUmemorytype* field) {
+  unsigned int raw = 0;
+  std::memcpy(&raw, field, sizeof raw);
+  return raw;
+}
+
+// Which of a CUDA_MEMCPY2D side's fields addresses memory (`type` as memory_type_of reads it); arrays
+// are not simulated.
+CUresult side_address(unsigned int type, const void* host, CUdeviceptr device, CUdeviceptr* out, bool* is_device) {
   switch (type) {
     case CU_MEMORYTYPE_HOST:
       *out = reinterpret_cast<CUdeviceptr>(host);
@@ -31,9 +42,11 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream, bool per_thread, bool 
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   CUdeviceptr src = 0, dst = 0;
   bool src_device = false, dst_device = false;
-  if (CUresult r = side_address(p->srcMemoryType, p->srcHost, p->srcDevice, &src, &src_device); r != CUDA_SUCCESS)
+  if (CUresult r = side_address(memory_type_of(&p->srcMemoryType), p->srcHost, p->srcDevice, &src, &src_device);
+      r != CUDA_SUCCESS)
     return r;
-  if (CUresult r = side_address(p->dstMemoryType, p->dstHost, p->dstDevice, &dst, &dst_device); r != CUDA_SUCCESS)
+  if (CUresult r = side_address(memory_type_of(&p->dstMemoryType), p->dstHost, p->dstDevice, &dst, &dst_device);
+      r != CUDA_SUCCESS)
     return r;
   if ((p->srcPitch && p->srcPitch < p->WidthInBytes + p->srcXInBytes) ||
       (p->dstPitch && p->dstPitch < p->WidthInBytes + p->dstXInBytes) || (p->Height > 1 && (!p->srcPitch || !p->dstPitch)))
