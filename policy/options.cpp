@@ -46,7 +46,7 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 17> kOptions{{
+constexpr std::array<OptionSpec, 18> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "defer", kModeNames,
      "What kvremap does: `defer` places the KV cache in its arena, defers its backing during start-up work, "
      "commits it before serving and sizes the next start from a profile; `observe` only tracks and traces CUDA "
@@ -86,6 +86,15 @@ constexpr std::array<OptionSpec, 17> kOptions{{
      "Size of each physical handle backing the KV arena (a multiple of the VMM granularity).",
      assign_plain<&Options::chunk_bytes>,
      read_plain<&Options::chunk_bytes>},
+    {"KVREMAP_KV_ONE_HANDLE",
+     OptionType::boolean,
+     "off",
+     {},
+     "Back each KV tensor with one physical handle, as one `cudaMalloc` would be, instead of one per "
+     "`KVREMAP_CHUNK_BYTES` (for RDMA stacks that refuse a range spanning several handles; a host tail is a "
+     "second handle).",
+     assign_plain<&Options::kv_one_handle>,
+     read_plain<&Options::kv_one_handle>},
     {"KVREMAP_SCRATCH_BYTES",
      OptionType::size,
      "64MiB",
@@ -248,10 +257,10 @@ std::vector<OptionProblem> combination_problems(const Options& o, const std::vec
     out.push_back({std::string(variable), size_text(value), "kvremap: " + std::move(message)});
   };
   if (o.mode != Mode::defer) {
-    static constexpr std::array<std::string_view, 11> kDeferOnly{
+    static constexpr std::array<std::string_view, 12> kDeferOnly{
         "KVREMAP_COMMIT",       "KVREMAP_ENGINE",          "KVREMAP_HEADROOM",      "KVREMAP_DEFICIT",
-        "KVREMAP_SIZING",       "KVREMAP_CHUNK_BYTES",     "KVREMAP_SCRATCH_BYTES", "KVREMAP_ARENA_BYTES",
-        "KVREMAP_KV_MIN_BYTES", "KVREMAP_KV_TENSOR_BYTES", "KVREMAP_PROFILE_DIR"};
+        "KVREMAP_SIZING",       "KVREMAP_CHUNK_BYTES",     "KVREMAP_KV_ONE_HANDLE", "KVREMAP_SCRATCH_BYTES",
+        "KVREMAP_ARENA_BYTES",  "KVREMAP_KV_MIN_BYTES",    "KVREMAP_KV_TENSOR_BYTES", "KVREMAP_PROFILE_DIR"};
     for (std::string_view name : given)
       if (std::find(kDeferOnly.begin(), kDeferOnly.end(), name) != kDeferOnly.end())
         out.push_back({std::string(name), "",

@@ -60,6 +60,7 @@ struct Options {
   DeficitWhen deficit{};
   SizingWhen sizing{};
   std::uint64_t chunk_bytes{};
+  bool kv_one_handle{};  // each KV tensor on one physical handle (one device part, one host part)
   std::uint64_t scratch_bytes{};
   std::uint64_t arena_bytes{};  // 0: twice the device's memory
   std::uint64_t kv_min_bytes{};

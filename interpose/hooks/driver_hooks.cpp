@@ -1,6 +1,5 @@
-// The exported driver wrappers and the cuGetProcAddress substitution that routes cudart through them.
-// Over 400 lines on purpose: one short body per hooked driver function (driver_hooks.h's table lists
-// them), each beside the family macro it shares with its per-thread-stream and versioned variants.
+// The driver wrappers for allocation, capture, graphs, modules and launches, and the cuGetProcAddress
+// substitution that routes cudart through every wrapper of driver_hooks.h's table.
 #include "interpose/hooks/driver_hooks.h"
 
 #include <unordered_map>
@@ -8,10 +7,12 @@
 
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
+#include "interpose/hooks/hook_enter.h"
 #include "interpose/hooks/hook_support.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/driver/real.h"
 #include "interpose/trace/trace_writer.h"
+#include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
 
 namespace kvremap::interpose {
@@ -119,15 +120,6 @@ const DriverHook* hook_for_export(std::string_view export_name) {
 
 using namespace kvremap::interpose;
 
-// Nested calls (cudart's own driver calls under a runtime hook), calls before initialisation and
-// calls after an internal failure go straight to the real function.
-#define KVREMAP_ENTER(exp, ...)                               \
-  auto real = KVREMAP_REAL(exp);                              \
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;               \
-  if (inside_hook()) return real(__VA_ARGS__);                \
-  HookScope scope;                                            \
-  if (!tracking()) return real(__VA_ARGS__)
-
 namespace {
 
 void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
@@ -142,11 +134,16 @@ void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
 KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
   CUresult kv_result = CUDA_SUCCESS;
-  if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) return kv_result;
+  if (dptr && kv_allocate(bytes, "cuMemAlloc", __builtin_return_address(0), dptr, &kv_result)) {
+    if (kv_result == CUDA_ERROR_OUT_OF_MEMORY) on_out_of_memory(bytes, "cuMemAlloc", __builtin_return_address(0));
+    return kv_result;
+  }
   kv_before(KvPoint::kAllocation);
   CUresult r = real(dptr, bytes);
   if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))
     on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    on_out_of_memory(bytes, "cuMemAlloc", __builtin_return_address(0));
   return r;
 }
 
@@ -156,6 +153,8 @@ KVREMAP_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_
   CUresult r = real(dptr, pitch, width, height, element_bytes);
   if (r == CUDA_SUCCESS && dptr && pitch)
     on_alloc(*dptr, *pitch * height, AllocKind::kPlain, "cuMemAllocPitch", __builtin_return_address(0));
+  else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    on_out_of_memory(width * height, "cuMemAllocPitch", __builtin_return_address(0));
   return r;
 }
 
@@ -172,6 +171,8 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
     CUresult r = real(dptr, bytes, stream);                                                              \
     if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                       \
       on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)                                                              \
+      on_out_of_memory(bytes, "cuMemAllocAsync", __builtin_return_address(0));                           \
     return r;                                                                                            \
   }
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
@@ -203,6 +204,8 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
   CUresult r = real(handle, size, prop, flags);
   if (r == CUDA_SUCCESS && handle)
     on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
+  else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    on_out_of_memory(size, "cuMemCreate", __builtin_return_address(0));
   return r;
 }
 
@@ -363,122 +366,6 @@ KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz, true)
   }
 KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx, false)
 KVREMAP_LAUNCH_EX_HOOK(cuLaunchKernelEx_ptsz, true)
-
-namespace {
-std::uint64_t as_address(CUdeviceptr p) { return p; }
-std::uint64_t as_address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-}  // namespace
-
-// Copies, memsets, IPC handles and range queries that reach a deferred KV tensor are serving work
-// (or hand its address to someone who may do it): the KV cache is committed before them.
-#define KVREMAP_COPY_HOOK(exp, dst_t, src_t)                                              \
-  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes) {                         \
-    KVREMAP_ENTER(exp, dst, src, bytes);                                                  \
-    kv_touch(as_address(dst), bytes, #exp);                          \
-    kv_touch(as_address(src), bytes, #exp);                          \
-    return real(dst, src, bytes);                                                         \
-  }
-#define KVREMAP_COPY_ASYNC_HOOK(exp, dst_t, src_t)                                        \
-  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes, CUstream stream) {        \
-    KVREMAP_ENTER(exp, dst, src, bytes, stream);                                          \
-    kv_touch(as_address(dst), bytes, #exp);                          \
-    kv_touch(as_address(src), bytes, #exp);                          \
-    return real(dst, src, bytes, stream);                                                 \
-  }
-KVREMAP_COPY_HOOK(cuMemcpy, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_HOOK(cuMemcpy_ptds, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2, CUdeviceptr, const void*)
-KVREMAP_COPY_HOOK(cuMemcpyHtoD_v2_ptds, CUdeviceptr, const void*)
-KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2, void*, CUdeviceptr)
-KVREMAP_COPY_HOOK(cuMemcpyDtoH_v2_ptds, void*, CUdeviceptr)
-KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_HOOK(cuMemcpyDtoD_v2_ptds, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2, CUdeviceptr, const void*)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyHtoDAsync_v2_ptsz, CUdeviceptr, const void*)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2, void*, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoHAsync_v2_ptsz, void*, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr)
-KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr)
-
-#define KVREMAP_MEMSET_HOOK(exp)                                             \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes) { \
-    KVREMAP_ENTER(exp, dst, value, bytes);                                   \
-    kv_touch(dst, bytes, #exp);                                              \
-    return real(dst, value, bytes);                                          \
-  }
-#define KVREMAP_MEMSET_ASYNC_HOOK(exp)                                                        \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) { \
-    KVREMAP_ENTER(exp, dst, value, bytes, stream);                                            \
-    kv_touch(dst, bytes, #exp);                                                               \
-    return real(dst, value, bytes, stream);                                                   \
-  }
-KVREMAP_MEMSET_HOOK(cuMemsetD8_v2)
-KVREMAP_MEMSET_HOOK(cuMemsetD8_v2_ptds)
-KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async)
-KVREMAP_MEMSET_ASYNC_HOOK(cuMemsetD8Async_ptsz)
-
-KVREMAP_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
-  KVREMAP_ENTER(cuIpcGetMemHandle, handle, ptr);
-  kv_touch(ptr, 1, "cuIpcGetMemHandle");
-  return real(handle, ptr);
-}
-
-// Range queries on a KV tensor answer its whole range, as for the cudaMalloc the engine made: the
-// driver alone would answer the one VMM mapping (an arena chunk) holding the address.
-namespace {
-void answer_range(CUpointer_attribute attribute, void* data, CUdeviceptr ptr) {
-  std::uint64_t base = 0, size = 0;
-  if (!data || !kv_region_of(ptr, &base, &size)) return;
-  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = base;
-  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = size;
-}
-}  // namespace
-
-KVREMAP_HOOK CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
-  KVREMAP_ENTER(cuMemGetAddressRange_v2, base, size, ptr);
-  kv_touch(ptr, 1, "cuMemGetAddressRange");
-  const CUresult r = real(base, size, ptr);
-  if (r == CUDA_SUCCESS) {
-    answer_range(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, base, ptr);
-    answer_range(CU_POINTER_ATTRIBUTE_RANGE_SIZE, size, ptr);
-  }
-  return r;
-}
-
-KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  KVREMAP_ENTER(cuPointerGetAttribute, data, attribute, ptr);
-  kv_touch(ptr, 1, "cuPointerGetAttribute");
-  const CUresult r = real(data, attribute, ptr);
-  if (r == CUDA_SUCCESS) answer_range(attribute, data, ptr);
-  return r;
-}
-
-KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
-                                             CUdeviceptr ptr) {
-  KVREMAP_ENTER(cuPointerGetAttributes, count, attributes, data, ptr);
-  kv_touch(ptr, 1, "cuPointerGetAttributes");
-  const CUresult r = real(count, attributes, data, ptr);
-  if (r == CUDA_SUCCESS && attributes && data)
-    for (unsigned int i = 0; i < count; ++i) answer_range(attributes[i], data[i], ptr);
-  return r;
-}
-
-// The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors).
-KVREMAP_HOOK CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
-  KVREMAP_ENTER(cuMemRetainAllocationHandle, handle, addr);
-  kv_touch(as_address(addr), 1, "cuMemRetainAllocationHandle");
-  return real(handle, addr);
-}
-
-// A dma-buf of a KV range (RDMA registration).
-KVREMAP_HOOK CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
-                                                    CUmemRangeHandleType type, unsigned long long flags) {
-  KVREMAP_ENTER(cuMemGetHandleForAddressRange, handle, dptr, size, type, flags);
-  kv_touch(dptr, size, "cuMemGetHandleForAddressRange");
-  return real(handle, dptr, size, type, flags);
-}
 
 // The resolver itself: the real one answers first with identical arguments; a hooked (name, ABI)
 // then gets its wrapper. Substitution depends neither on tracking being on nor on the reentrancy

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <atomic>
 #include <string_view>
+#include <type_traits>
 
+#include "interpose/driver/real.h"
 #include "interpose/hooks/hook_export.h"
 
 // Per-thread-stream exports that cuda.h does not declare in its default mode.
@@ -27,6 +30,35 @@ KVREMAP_DECLARE_VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemsetD8_v2, cuMemsetD8_v2_ptds)
 KVREMAP_DECLARE_VARIANT(cuMemsetD8Async, cuMemsetD8Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD16_v2, cuMemsetD16_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD32_v2, cuMemsetD32_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD16Async, cuMemsetD16Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD32Async, cuMemsetD32Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyAtoD_v2, cuMemcpyAtoD_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyPeer, cuMemcpyPeer_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpy2D_v2, cuMemcpy2D_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpy3D_v2, cuMemcpy3D_v2_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpy3DPeer, cuMemcpy3DPeer_ptds)
+KVREMAP_DECLARE_VARIANT(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz)
+// The CUDA 12.8 batch-copy ABI (with a failing-index argument), still exported under the plain
+// names the default headers now map to the CUDA 13 ABI.
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
+extern "C" std::remove_pointer_t<PFN_cuMemcpyBatchAsync_v12080> cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz;
+extern "C" std::remove_pointer_t<PFN_cuMemcpy3DBatchAsync_v12080> cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz;
 #undef cuGetProcAddress
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 
@@ -86,6 +118,56 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuMemsetD8_v2_ptds, cuMemsetD8, 3020, 0, true)                                   \
   X(cuMemsetD8Async, cuMemsetD8Async, 3020, 0, false)                                \
   X(cuMemsetD8Async_ptsz, cuMemsetD8Async, 3020, 0, true)                            \
+  X(cuMemsetD16_v2, cuMemsetD16, 3020, 0, false)                                     \
+  X(cuMemsetD16_v2_ptds, cuMemsetD16, 3020, 0, true)                                 \
+  X(cuMemsetD32_v2, cuMemsetD32, 3020, 0, false)                                     \
+  X(cuMemsetD32_v2_ptds, cuMemsetD32, 3020, 0, true)                                 \
+  X(cuMemsetD2D8_v2, cuMemsetD2D8, 3020, 0, false)                                   \
+  X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8, 3020, 0, true)                               \
+  X(cuMemsetD2D16_v2, cuMemsetD2D16, 3020, 0, false)                                 \
+  X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16, 3020, 0, true)                             \
+  X(cuMemsetD2D32_v2, cuMemsetD2D32, 3020, 0, false)                                 \
+  X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32, 3020, 0, true)                             \
+  X(cuMemsetD16Async, cuMemsetD16Async, 3020, 0, false)                              \
+  X(cuMemsetD16Async_ptsz, cuMemsetD16Async, 3020, 0, true)                          \
+  X(cuMemsetD32Async, cuMemsetD32Async, 3020, 0, false)                              \
+  X(cuMemsetD32Async_ptsz, cuMemsetD32Async, 3020, 0, true)                          \
+  X(cuMemsetD2D8Async, cuMemsetD2D8Async, 3020, 0, false)                            \
+  X(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, 3020, 0, true)                        \
+  X(cuMemsetD2D16Async, cuMemsetD2D16Async, 3020, 0, false)                          \
+  X(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, 3020, 0, true)                      \
+  X(cuMemsetD2D32Async, cuMemsetD2D32Async, 3020, 0, false)                          \
+  X(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, 3020, 0, true)                      \
+  X(cuMemcpyDtoA_v2, cuMemcpyDtoA, 3020, 0, false)                                   \
+  X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA, 3020, 0, true)                               \
+  X(cuMemcpyAtoD_v2, cuMemcpyAtoD, 3020, 0, false)                                   \
+  X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD, 3020, 0, true)                               \
+  X(cuMemcpy2D_v2, cuMemcpy2D, 3020, 0, false)                                       \
+  X(cuMemcpy2D_v2_ptds, cuMemcpy2D, 3020, 0, true)                                   \
+  X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 3020, 0, false)                     \
+  X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 3020, 0, true)                 \
+  X(cuMemcpy3D_v2, cuMemcpy3D, 3020, 0, false)                                       \
+  X(cuMemcpy3D_v2_ptds, cuMemcpy3D, 3020, 0, true)                                   \
+  X(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 3020, 0, false)                             \
+  X(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 3020, 0, true)                         \
+  X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 3020, 0, false)                             \
+  X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 3020, 0, true)                         \
+  X(cuMemcpyPeer, cuMemcpyPeer, 4000, 0, false)                                      \
+  X(cuMemcpyPeer_ptds, cuMemcpyPeer, 4000, 0, true)                                  \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, 0, false)                            \
+  X(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 4000, 0, true)                        \
+  X(cuMemcpy3DPeer, cuMemcpy3DPeer, 4000, 0, false)                                  \
+  X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 4000, 0, true)                              \
+  X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 4000, 0, false)                        \
+  X(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 4000, 0, true)                    \
+  X(cuMemcpyBatchAsync, cuMemcpyBatchAsync, 12080, 13000, false)                     \
+  X(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync, 12080, 13000, true)                 \
+  X(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync, 13000, 0, false)                      \
+  X(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync, 13000, 0, true)                  \
+  X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync, 12080, 13000, false)                 \
+  X(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync, 12080, 13000, true)             \
+  X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync, 13000, 0, false)                  \
+  X(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync, 13000, 0, true)              \
   X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0, false)                            \
   X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0, false)                   \
   X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0, false)                    \

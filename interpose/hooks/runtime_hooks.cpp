@@ -9,12 +9,14 @@
 #include "interpose/driver/driver_api.h"
 #include "interpose/hooks/driver_hooks.h"
 #include "interpose/base/guard.h"
+#include "interpose/hooks/hook_enter.h"
 #include "interpose/hooks/hook_export.h"
 #include "interpose/hooks/hook_support.h"
 #include "interpose/base/hot_path.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/driver/real.h"
 #include "interpose/trace/trace_writer.h"
+#include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
 
 // Per-thread-stream runtime exports that cuda_runtime_api.h declares only for PTDS builds.
@@ -53,12 +55,8 @@ KVREMAP_RUNTIME_HOOKS(KVREMAP_RUNTIME_SLOT)
 #define KVREMAP_RT_REAL(name) \
   ::kvremap::interpose::cached_real<decltype(&::name)>(g_rt_##name, #name, ::kvremap::interpose::next_definition)
 
-#define KVREMAP_RT_ENTER(name, ...)                                             \
-  auto real = KVREMAP_RT_REAL(name);                                            \
-  if (!real) return cudaErrorInsufficientDriver;                                \
-  if (KVREMAP_UNLIKELY(inside_hook())) return real(__VA_ARGS__);                \
-  HookScope scope;                                                              \
-  if (KVREMAP_UNLIKELY(!tracking())) return real(__VA_ARGS__)
+#define KVREMAP_RT_ENTER(name, ...) \
+  KVREMAP_ENTER_THROUGH(KVREMAP_RT_REAL(name), cudaErrorInsufficientDriver, __VA_ARGS__)
 
 using namespace kvremap::interpose;
 
@@ -98,7 +96,10 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaMalloc(void** ptr, size_t size) {
   CUdeviceptr kv = 0;
   CUresult kv_result = CUDA_SUCCESS;
   if (ptr && kv_allocate(size, "cudaMalloc", __builtin_return_address(0), &kv, &kv_result)) {
-    if (kv_result != CUDA_SUCCESS) return cudaErrorMemoryAllocation;  // the only failure it reports
+    if (kv_result != CUDA_SUCCESS) {
+      on_out_of_memory(size, "cudaMalloc", __builtin_return_address(0), runtime_device());
+      return cudaErrorMemoryAllocation;  // the only failure it reports
+    }
     *ptr = reinterpret_cast<void*>(kv);
     return cudaSuccess;
   }
@@ -107,6 +108,8 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (KVREMAP_LIKELY(r == cudaSuccess && ptr))
     on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0),
              runtime_device());
+  else if (r == cudaErrorMemoryAllocation)
+    on_out_of_memory(size, "cudaMalloc", __builtin_return_address(0), runtime_device());
   return r;
 }
 
@@ -127,6 +130,8 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaFree(void* ptr) {
     if (KVREMAP_LIKELY(r == cudaSuccess && ptr))                                                          \
       on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kStreamOrdered, "cudaMallocAsync", \
                __builtin_return_address(0), runtime_device());                                            \
+    else if (r == cudaErrorMemoryAllocation)                                                              \
+      on_out_of_memory(size, "cudaMallocAsync", __builtin_return_address(0), runtime_device());           \
     return r;                                                                                             \
   }
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)

@@ -125,8 +125,8 @@ CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
   if (CUresult r = find_va(round_up(size, config_.chunk_bytes), &va); r != CUDA_SUCCESS) return r;
   Region region;
   region.bytes = size;
-  for (std::uint64_t off = 0; off < size; off += config_.chunk_bytes)
-    region.chunks.push_back(Chunk{0, false, std::min(config_.chunk_bytes, size - off)});
+  const std::uint64_t step = chunk_step(size);
+  for (std::uint64_t off = 0; off < size; off += step) region.chunks.push_back(Chunk{0, false, std::min(step, size - off)});
   for (Chunk& c : region.chunks) {
     if (CUresult r = create_handle(false, c.bytes, &c.handle); r != CUDA_SUCCESS) {
       c.handle = 0;
@@ -189,8 +189,9 @@ CUresult KvArena::defer(CUdeviceptr base) {
 
 std::vector<KvArena::Chunk> KvArena::commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const {
   std::vector<Chunk> chunks;
-  for (std::uint64_t off = 0; off < bytes; off += config_.chunk_bytes) {
-    const std::uint64_t end = std::min(bytes, off + config_.chunk_bytes);
+  const std::uint64_t step = chunk_step(bytes);
+  for (std::uint64_t off = 0; off < bytes; off += step) {
+    const std::uint64_t end = std::min(bytes, off + step);
     if (end <= device_bytes) {
       chunks.push_back(Chunk{0, false, end - off});
     } else if (off >= device_bytes) {
@@ -275,6 +276,14 @@ std::uint64_t KvArena::host_bytes(CUdeviceptr base) const {
   std::uint64_t n = 0;
   if (it != regions_.end())
     for (const Chunk& c : it->second.chunks) n += c.host ? c.bytes : 0;
+  return n;
+}
+
+std::size_t KvArena::handles(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  std::size_t n = 0;
+  if (it != regions_.end())
+    for (const Chunk& c : it->second.chunks) n += c.handle ? 1 : 0;
   return n;
 }
 

@@ -22,6 +22,7 @@ struct ArenaConfig {
   std::uint64_t chunk_bytes = 0;    // one physical handle per chunk; a multiple of the granularity
   std::uint64_t scratch_bytes = 0;  // the aliased scratch handle; divides chunk_bytes
   std::uint64_t granularity = 0;    // VMM minimum granularity: regions and their last chunk round to it
+  bool one_handle = false;          // a region is one chunk (its device part and host part one each)
 };
 
 // Where a region's bytes live right now: its own chunks (device or host), or the shared scratch.
@@ -76,6 +77,7 @@ class KvArena {
   std::uint64_t host_chunks() const;                 // host handles over all regions
   std::uint64_t host_bytes() const;                  // over all regions
   std::uint64_t host_bytes(CUdeviceptr base) const;  // one region's; 0 for an unknown base
+  std::size_t handles(CUdeviceptr base) const;       // one region's physical handles; 0 on scratch or unknown
 
  private:
   struct Chunk {
@@ -102,6 +104,8 @@ class KvArena {
   // `device_bytes` (a granularity multiple), host from there to the end.
   std::vector<Chunk> commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const;
   CUresult find_va(std::uint64_t bytes, CUdeviceptr* out) const;
+  // The chunk grid's step for a region of `bytes`.
+  std::uint64_t chunk_step(std::uint64_t bytes) const { return config_.one_handle ? bytes : config_.chunk_bytes; }
   CUresult ensure_scratch();
 
   ArenaDriver driver_;

@@ -66,6 +66,7 @@ bool make_arena(DeviceKv& d) {
   c.granularity = granule;
   c.device = d.device;
   c.chunk_bytes = o.chunk_bytes;
+  c.one_handle = o.kv_one_handle;
   c.scratch_bytes = o.scratch_bytes;
   c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(d.device);
   CUresult error = CUDA_ERROR_INVALID_VALUE;
@@ -80,8 +81,8 @@ bool make_arena(DeviceKv& d) {
   }
   kv_detail::g_any_arena.store(true);
   trace_kv_event("kv arena reserved",
-                 fmt::format(R"({{"device":{},"base":"{:#x}","reserved_bytes":{},"chunk_bytes":{},"granularity":{}}})",
-                             d.device, d.arena->base(), d.arena->reserved_bytes(), c.chunk_bytes, granule));
+                 fmt::format(R"({{"device":{},"base":"{:#x}","reserved_bytes":{},"chunk_bytes":{},"one_handle":{},"granularity":{}}})",
+                             d.device, d.arena->base(), d.arena->reserved_bytes(), c.chunk_bytes, c.one_handle, granule));
   return true;
 }
 

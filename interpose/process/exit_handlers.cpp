@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "interpose/base/guard.h"
-#include "interpose/hooks/hook_threads.h"
+#include "interpose/base/hook_threads.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"

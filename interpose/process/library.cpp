@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"
 
@@ -64,7 +65,7 @@ __attribute__((constructor)) void load() {
       std::fprintf(stderr, "kvremap: exiting because KVREMAP_STRICT=1 and the configuration is invalid\n");
       std::_Exit(1);
     }
-    pthread_atfork(prepare_fork, parent_after_fork, child_after_fork);
+    install_fork_handlers();
   } catch (...) {
     std::fprintf(stderr, "kvremap: initialisation failed; passing every call through\n");
   }

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "interpose/track/caller.h"
+#include "interpose/track/oom_snapshot.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
-#include "interpose/hooks/hook_threads.h"
 #include "interpose/base/hot_path.h"
 #include "interpose/trace/json.h"
 #include "interpose/base/library.h"
@@ -347,6 +347,7 @@ KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind
         const std::string caller = caller_object(return_address);
         emit_hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
                       fits ? nullptr : &bytes);
+        note_caller(static_cast<int>(held_of(kind)), ptr, device, bytes, caller);
       }
     }
     emit_counter(st, device, false, now);
@@ -390,6 +391,7 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
       return;
     }
     account_free(st, live.device, live.category, live.bytes);
+    if (KVREMAP_UNLIKELY(live.bytes >= stack_min_bytes_option())) forget_caller(static_cast<int>(ticket.held), ticket.key);
     if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
       held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
       return;
@@ -574,18 +576,7 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) 
   });
 }
 
-void prepare_fork() {
-  hook_threads_prepare_fork();
-  trace().prepare_fork();
-}
-void parent_after_fork() {
-  trace().parent_after_fork();
-  hook_threads_parent_after_fork();
-}
-
-void child_after_fork() {
-  trace().child_after_fork();
-  hook_threads_child_after_fork();
+void tracker_child_after_fork() {
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
   auto* fresh = new State;
   fresh->forked_from = g_state.load();
@@ -596,7 +587,6 @@ void child_after_fork() {
   // state, each still holding its reference.
   if (t_hot.own_captures) t_hot.own_captures->open.store(0);
   refresh_process_id();
-  tick_clock_child_after_fork();
 }
 
 }  // namespace kvremap::interpose

@@ -137,9 +137,7 @@ inline constinit std::atomic<bool> g_finished{false};  // the summary has been w
 // Writes the summary and closes the trace; `reason` is "atexit", "SIGTERM" or "SIGINT".
 void finish(const char* reason);
 
-// pthread_atfork plumbing.
-void prepare_fork();
-void parent_after_fork();
-void child_after_fork();
+// In a forked child (process/fork.cpp): a fresh state, nothing tracked, the trace opened anew.
+void tracker_child_after_fork();
 
 }  // namespace kvremap::interpose

@@ -78,6 +78,8 @@ struct DeviceStats {
   std::atomic<std::int64_t> sizing_index{-1};
   std::atomic<std::uint8_t> sizing_phase{0};
   std::atomic<std::uint64_t> sizing_driver_free{0};
+  // Phases (bit per policy::Phase) whose first out-of-memory error has been snapshotted.
+  std::atomic<std::uint32_t> oom_phases{0};
 };
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture

@@ -258,27 +258,8 @@ int tagged() {
 #undef TAGGED_STEP
 }
 
-// After its tagged KV burst, the engine's first touch of the cache is a host-to-device copy into it
-// (a KV connector loading a cached prefix): the copy must land in committed memory, and read back.
-// TOUCH=ipc|retain|dmabuf|attributes: an IPC handle, the VMM handle (cuMemRetainAllocationHandle), a
-// dma-buf or pointer attributes of a KV tensor come first; TOUCH=ranges: every range query, checked.
-int kv_copy() {
-  using Tag = int (*)(const char*);
-  using Call = int (*)();
-  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
-  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
-  void* warm = nullptr;
-  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
-  if (push) push("kv");
-  unsigned char* kv[2] = {};
-  for (auto& t : kv) {
-    check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
-    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
-  }
-  if (pop) pop();
-  void* autotune = nullptr;
-  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
-  const std::string touch = std::getenv("TOUCH") ? std::getenv("TOUCH") : "copy";
+// One way of reaching a KV tensor; each that writes checks its bytes read back.
+void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* device_scratch) {
   if (touch == "ipc") {
     cudaIpcMemHandle_t handle{};
     std::printf("ipc handle of KV: %d\n", static_cast<int>(cudaIpcGetMemHandle(&handle, kv[1])));
@@ -287,6 +268,15 @@ int kv_copy() {
     const CUresult r = cuMemRetainAllocationHandle(&handle, kv[1] + 4096);
     std::printf("retained the handle of KV: %d\n", static_cast<int>(r));
     if (r == CUDA_SUCCESS) check(cuMemRelease(handle) == CUDA_SUCCESS, "release the retained handle");
+  } else if (touch == "retain2") {
+    // The handles behind two addresses 16 MiB apart in one tensor: one handle backs both only when
+    // the tensor is one allocation.
+    CUmemGenericAllocationHandle first = 0, second = 0;
+    check(cuMemRetainAllocationHandle(&first, kv[1] + 4096) == CUDA_SUCCESS &&
+              cuMemRetainAllocationHandle(&second, kv[1] + 20 * kMiB) == CUDA_SUCCESS,
+          "retain the handles behind KV");
+    std::printf("one handle behind the tensor: %d\n", first == second ? 1 : 0);
+    check(cuMemRelease(first) == CUDA_SUCCESS && cuMemRelease(second) == CUDA_SUCCESS, "release the retained handles");
   } else if (touch == "dmabuf") {
     int fd = -1;
     std::printf("dma-buf of KV: %d\n",
@@ -319,6 +309,91 @@ int kv_copy() {
       std::printf("range of KV (round %d): +%llu, %zu bytes\n", round,
                   static_cast<unsigned long long>(base - whole), size);
     }
+  } else if (touch == "memset32") {
+    const auto at = reinterpret_cast<CUdeviceptr>(kv[1]) + kMiB;
+    check(cuMemsetD32(at, 0x01020304u, 16) == CUDA_SUCCESS, "cuMemsetD32 on KV");
+    std::uint32_t back[16] = {};
+    check(cudaMemcpy(back, kv[1] + kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read the memset back");
+    for (std::uint32_t v : back) check(v == 0x01020304u, "the 32-bit memset is in the KV cache");
+    std::printf("memset32 of KV read back\n");
+  } else if (touch == "memset2d") {
+    const auto at = reinterpret_cast<CUdeviceptr>(kv[1]) + 2 * kMiB;
+    check(cuMemsetD2D8(at, 256, 0x5a, 16, 4) == CUDA_SUCCESS, "cuMemsetD2D8 on KV");
+    unsigned char row[16] = {};
+    check(cudaMemcpy(row, kv[1] + 2 * kMiB + 3 * 256, sizeof row, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "read the last row back");
+    for (unsigned char v : row) check(v == 0x5a, "the 2D memset is in the KV cache");
+    std::printf("memset2d of KV read back\n");
+  } else if (touch == "copy2d") {
+    unsigned char rows[4][32];
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 32; ++c) rows[r][c] = static_cast<unsigned char>(r * 32 + c + 1);
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_HOST;
+    copy.srcHost = rows;
+    copy.srcPitch = 32;
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = reinterpret_cast<CUdeviceptr>(kv[1]) + 3 * kMiB;
+    copy.dstPitch = 4096;
+    copy.WidthInBytes = 32;
+    copy.Height = 4;
+    check(cuMemcpy2D(&copy) == CUDA_SUCCESS, "cuMemcpy2D into KV");
+    unsigned char last[32] = {};
+    check(cudaMemcpy(last, kv[1] + 3 * kMiB + 3 * 4096, sizeof last, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "read the last row back");
+    check(std::memcmp(last, rows[3], sizeof last) == 0, "the 2D copy is in the KV cache");
+    std::printf("copy2d into KV read back\n");
+  } else if (touch == "peer") {
+    CUcontext ctx = nullptr;
+    check(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx, "current context");
+    check(cudaMemset(device_scratch, 0x77, 64) == cudaSuccess, "fill the source");
+    check(cuMemcpyPeer(reinterpret_cast<CUdeviceptr>(kv[1]) + 4 * kMiB, ctx,
+                       reinterpret_cast<CUdeviceptr>(device_scratch), ctx, 64) == CUDA_SUCCESS,
+          "cuMemcpyPeer into KV");
+    unsigned char back[64] = {};
+    check(cudaMemcpy(back, kv[1] + 4 * kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read back");
+    for (unsigned char v : back) check(v == 0x77, "the peer copy is in the KV cache");
+    std::printf("peer copy into KV read back\n");
+  } else if (touch == "copy") {
+    const unsigned char one = 0x33;
+    unsigned char back = 0;
+    check(cudaMemcpy(kv[1] + 5 * kMiB, &one, 1, cudaMemcpyHostToDevice) == cudaSuccess &&
+              cudaMemcpy(&back, kv[1] + 5 * kMiB, 1, cudaMemcpyDeviceToHost) == cudaSuccess && back == one,
+          "a byte copied into KV reads back");
+  } else {
+    check(false, ("unknown TOUCH " + touch).c_str());
+  }
+}
+
+// After its tagged KV burst, the engine's first touch of the cache is a host-to-device copy into it
+// (a KV connector loading a cached prefix): the copy must land in committed memory, and read back.
+// TOUCH=ipc|retain|retain2|dmabuf|attributes: an IPC handle, the VMM handle(s) (cuMemRetainAllocationHandle), a
+// dma-buf or pointer attributes of a KV tensor come first; TOUCH=ranges: every range query, checked;
+// TOUCH=memset32|memset2d|copy2d|peer: a write by that driver family, read back. A comma-separated
+// list touches in that order.
+int kv_copy() {
+  using Tag = int (*)(const char*);
+  using Call = int (*)();
+  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
+  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  if (push) push("kv");
+  unsigned char* kv[2] = {};
+  for (auto& t : kv) {
+    check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
+    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
+  }
+  if (pop) pop();
+  void* autotune = nullptr;
+  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+  // Each touch of TOUCH (comma-separated, in order): the first reaches the deferred cache, later ones
+  // the committed one.
+  const std::string touches = std::getenv("TOUCH") ? std::getenv("TOUCH") : "copy";
+  for (std::size_t at = 0; at <= touches.size();) {
+    const std::size_t end = std::min(touches.find(',', at), touches.size());
+    touch_kv(touches.substr(at, end - at), kv, static_cast<unsigned char*>(warm));
+    at = end + 1;
   }
   unsigned char pattern[4096];
   for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);

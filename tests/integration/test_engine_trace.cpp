@@ -230,3 +230,54 @@ TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
   EXPECT_NE(r.err.find("--gpu-memory-utilization 0.94"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("started"), std::string::npos) << "never serves from scratch memory";
 }
+
+// Stock sizing at 0.95 runs out of memory in post-KV autotuning. The trace holds one snapshot per
+// phase that saw an out-of-memory error: what was live then by category (the same figures as the
+// counter sample written with it), who held it, and the request that failed, larger than what was free.
+TEST(EngineTrace, AnOutOfMemoryErrorLeavesOneSnapshotPerPhase) {
+  const std::string dir = make_temp_dir();
+  const RunResult r =
+      run_engine("0.95", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=observe", "KVREMAP_TRACE_DIR=" + dir});
+  ASSERT_EQ(r.exit_code, 5) << r.out << r.err;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  const auto trace = kvremap::trace::read_trace(files[0]);
+  std::vector<const kvremap::trace::OtherEvent*> snapshots;
+  for (const auto& e : trace.other_events)
+    if (e.cat == "oom" && e.name == "oom snapshot") snapshots.push_back(&e);
+  ASSERT_FALSE(snapshots.empty()) << "the engine's out-of-memory error left no snapshot";
+  std::vector<std::string> phases;
+  for (const auto* e : snapshots) phases.push_back(e->args.at("phase").get<std::string>());
+  std::vector<std::string> unique = phases;
+  std::sort(unique.begin(), unique.end());
+  EXPECT_EQ(std::unique(unique.begin(), unique.end()), unique.end()) << "one snapshot per phase";
+  EXPECT_NE(std::find(phases.begin(), phases.end(), "post_kv_warmup"), phases.end());
+  for (const auto* e : snapshots) {
+    const auto& a = e->args;
+    SCOPED_TRACE(a.dump());
+    EXPECT_GT(a.at("requested_bytes").get<std::uint64_t>(), a.at("device_free_bytes").get<std::uint64_t>());
+    std::uint64_t sum = 0;
+    for (const auto& [category, bytes] : a.at("live_bytes").items()) sum += bytes.get<std::uint64_t>();
+    EXPECT_EQ(sum, a.at("live_total_bytes").get<std::uint64_t>());
+    std::uint64_t held = a.at("other_bytes").get<std::uint64_t>();
+    for (const auto& c : a.at("top_callers")) {
+      EXPECT_FALSE(c.at("caller").get<std::string>().empty());
+      EXPECT_GT(c.at("allocations").get<std::uint64_t>(), 0u);
+      held += c.at("bytes").get<std::uint64_t>();
+    }
+    EXPECT_EQ(held, sum) << "named callers and the rest add up to what was live";
+    EXPECT_FALSE(a.at("top_callers").empty()) << "the weights and the KV cache have callers";
+    // The counter sample forced right after the snapshot shows the same bytes.
+    bool matched = false;
+    for (const auto& c : trace.counters) {
+      if (c.event.index < e->event.index || c.device != a.at("device").get<int>()) continue;
+      matched = true;
+      for (const auto& [category, bytes] : a.at("live_bytes").items())
+        EXPECT_EQ(c.bytes_by_category.count(category) ? c.bytes_by_category.at(category) : 0u,
+                  bytes.get<std::uint64_t>())
+            << category;
+      break;
+    }
+    EXPECT_TRUE(matched) << "a counter sample at the snapshot";
+  }
+}

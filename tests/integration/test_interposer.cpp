@@ -481,7 +481,9 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
   for (const Touch& c : {Touch{"copy", "cuMemcpy"}, Touch{"ipc", "cuIpcGetMemHandle"},
                          Touch{"retain", "cuMemRetainAllocationHandle"},
                          Touch{"dmabuf", "cuMemGetHandleForAddressRange"},
-                         Touch{"attributes", "cuPointerGetAttributes"}}) {
+                         Touch{"attributes", "cuPointerGetAttributes"}, Touch{"memset32", "cuMemsetD32"},
+                         Touch{"memset2d", "cuMemsetD2D8"}, Touch{"copy2d", "cuMemcpy2D"},
+                         Touch{"peer", "cuMemcpyPeer"}}) {
     const char* touch = c.name;
     SCOPED_TRACE(touch);
     const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {std::string("TOUCH=") + touch}));
@@ -501,6 +503,58 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
     }
     EXPECT_TRUE(deferred);
     EXPECT_TRUE(committed);
+  }
+}
+
+// Legacy IPC of a KV tensor: the engine's own cudaMalloc would be shared, the arena's VMM memory cannot
+// be. Deferred or committed, the driver's error reaches the engine and kvremap says why, once; the
+// VMM handle behind the same address is retained in both states.
+TEST(Interposer, IpcOfKvFailsWithOneLineDeferredOrCommitted) {
+  const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"TOUCH=ipc"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  EXPECT_NE(plain.out.find("ipc handle of KV: 0"), std::string::npos) << plain.out;
+  for (const char* touches : {"TOUCH=ipc,ipc,retain", "TOUCH=copy,ipc,ipc,retain"}) {
+    SCOPED_TRACE(touches);
+    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", touches});
+    EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    EXPECT_NE(t.run.out.find("ipc handle of KV: 1\nipc handle of KV: 1\n"), std::string::npos) << t.run.out;
+    EXPECT_NE(t.run.out.find("retained the handle of KV: 0"), std::string::npos) << t.run.out;
+    const std::string line = "cuIpcGetMemHandle of KV tensor";
+    const std::size_t first = t.run.err.find(line);
+    ASSERT_NE(first, std::string::npos) << t.run.err;
+    EXPECT_EQ(t.run.err.find(line, first + 1), std::string::npos) << "said once: " << t.run.err;
+    EXPECT_NE(t.run.err.find("CUDA_ERROR_INVALID_VALUE"), std::string::npos) << t.run.err;
+    EXPECT_NE(t.run.err.find("cuMemExportToShareableHandle"), std::string::npos) << t.run.err;
+    ASSERT_EQ(t.traces.size(), 1u);
+    std::string call;
+    for (const auto& e : t.traces[0].other_events)
+      if (e.name == "kv committed") call = e.args.at("call").get<std::string>();
+    EXPECT_EQ(call.rfind(std::string(touches).find("copy") != std::string::npos ? "cuMemcpy" : "cuIpcGetMemHandle", 0),
+              0u)
+        << call;
+  }
+}
+
+// KVREMAP_KV_ONE_HANDLE=1 backs a KV tensor with one physical handle, as one cudaMalloc is one
+// allocation (RDMA registrations refuse ranges over several); without it, 8 MiB chunks are separate
+// handles. Both before the commit (the query commits first) and after it.
+TEST(Interposer, OneHandlePerKvTensorOnRequest) {
+  for (const char* touches : {"TOUCH=retain2", "TOUCH=copy,retain2"}) {
+    for (const bool one : {false, true}) {
+      SCOPED_TRACE(std::string(touches) + (one ? " one handle" : " chunks"));
+      Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", touches, "KVREMAP_CHUNK_BYTES=8MiB",
+                                        "KVREMAP_SCRATCH_BYTES=2MiB",
+                                        std::string("KVREMAP_KV_ONE_HANDLE=") + (one ? "1" : "0")});
+      EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+      EXPECT_NE(t.run.out.find(std::string("one handle behind the tensor: ") + (one ? "1" : "0")), std::string::npos)
+          << t.run.out;
+      EXPECT_NE(t.run.out.find("kv-copy done"), std::string::npos) << t.run.out;
+      ASSERT_EQ(t.traces.size(), 1u);
+      bool reported = false;
+      for (const auto& e : t.traces[0].other_events)
+        if (e.name == "kv arena reserved") reported = e.args.at("one_handle").get<bool>() == one;
+      EXPECT_TRUE(reported);
+    }
   }
 }
 

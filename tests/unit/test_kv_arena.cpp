@@ -86,10 +86,10 @@ constexpr std::uint64_t kScratch = 2 * kMiB;
 
 class ArenaTest : public SimDriver {
  protected:
-  std::unique_ptr<KvArena> Make(std::uint64_t reserve = 256 * kMiB, bool spy = false) {
+  std::unique_ptr<KvArena> Make(std::uint64_t reserve = 256 * kMiB, bool spy = false, bool one_handle = false) {
     CUresult error = CUDA_SUCCESS;
     auto arena = KvArena::create(spy ? spying_driver() : simulated_driver(),
-                                 ArenaConfig{0, reserve, kChunk, kScratch, 2 * kMiB}, &error);
+                                 ArenaConfig{0, reserve, kChunk, kScratch, 2 * kMiB, one_handle}, &error);
     EXPECT_EQ(error, CUDA_SUCCESS);
     return arena;
   }
@@ -206,6 +206,35 @@ TEST_F(ArenaTest, TheHostShareIsTheRegionsEndAndTheChunkAtTheBoundaryIsSplit) {
   ASSERT_CU(arena->commit(a, 3 * kChunk));
   EXPECT_TRUE(host_ranges(a, 3 * kChunk).empty());
   EXPECT_EQ(arena->host_bytes(a), 0u);
+}
+
+// One handle per region: the whole region on one device handle, and after a commit with a host tail
+// one device and one host handle, at the same addresses as the chunk grid would have used.
+TEST_F(ArenaTest, OneHandlePerRegionOnRequest) {
+  auto chunked = Make(256 * kMiB, /*spy=*/false);
+  CUdeviceptr c = 0;
+  ASSERT_CU(chunked->allocate(3 * kChunk, &c));
+  EXPECT_EQ(chunked->handles(c), 3u);
+  chunked.reset();
+  auto arena = Make(256 * kMiB, /*spy=*/true, /*one_handle=*/true);
+  CUdeviceptr a = 0;
+  ASSERT_CU(arena->allocate(3 * kChunk - 100, &a));
+  EXPECT_EQ(arena->handles(a), 1u);
+  EXPECT_EQ(g_mappings.at(a).bytes, 3 * kChunk) << "one mapping of the whole region";
+  ASSERT_CU(arena->defer(a));
+  EXPECT_EQ(arena->handles(a), 0u) << "on scratch";
+  Words(a + 20 * kMiB)[0] = 7;
+  ASSERT_CU(arena->commit(a, 18 * kMiB));
+  EXPECT_EQ(arena->handles(a), 2u);
+  std::vector<std::pair<bool, std::uint64_t>> handles;
+  for (auto it = g_mappings.lower_bound(a); it != g_mappings.end() && it->first < a + 3 * kChunk; ++it)
+    handles.push_back(g_handles.at(it->second.handle));
+  EXPECT_EQ(handles, (std::vector<std::pair<bool, std::uint64_t>>{{false, 18 * kMiB}, {true, 6 * kMiB}}));
+  EXPECT_EQ(Words(a + 20 * kMiB)[0], 0u) << "zero-filled";
+  ASSERT_CU(arena->defer(a));
+  ASSERT_CU(arena->commit(a, 3 * kChunk));
+  EXPECT_EQ(arena->handles(a), 1u);
+  ASSERT_CU(arena->release(a));
 }
 
 // What kv_manager does with a deficit: the plan's split of every tensor, committed tensor by

@@ -1,5 +1,5 @@
 // The registry of threads that have run a hook, and the exit's wait for those still inside one.
-#include "interpose/hooks/hook_threads.h"
+#include "interpose/base/hook_threads.h"
 
 #include <linux/membarrier.h>
 #include <pthread.h>

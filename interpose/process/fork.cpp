@@ -1,0 +1,41 @@
+// Fork handling: the locks a fork must not split are taken before it, and a child starts afresh.
+#include "interpose/process/fork.h"
+
+#include <pthread.h>
+
+#include "interpose/base/hook_threads.h"
+#include "interpose/base/tick_clock.h"
+#include "interpose/trace/trace_writer.h"
+#include "interpose/track/oom_snapshot.h"
+#include "interpose/track/tracker.h"
+
+namespace kvremap::interpose {
+namespace {
+
+// The hook-thread registry and the trace writer's lock are held across the fork, so neither is
+// copied in the middle of a change; the parent releases them in the opposite order.
+void prepare_fork() {
+  hook_threads_prepare_fork();
+  trace().prepare_fork();
+}
+
+void parent_after_fork() {
+  trace().parent_after_fork();
+  hook_threads_parent_after_fork();
+}
+
+// The child has one thread and its own pid: its trace, tracking state and registries start empty,
+// and any lock another parent thread held is left behind in memory nobody uses again.
+void child_after_fork() {
+  trace().child_after_fork();
+  hook_threads_child_after_fork();
+  tracker_child_after_fork();
+  oom_child_after_fork();
+  tick_clock_child_after_fork();
+}
+
+}  // namespace
+
+void install_fork_handlers() { pthread_atfork(prepare_fork, parent_after_fork, child_after_fork); }
+
+}  // namespace kvremap::interpose

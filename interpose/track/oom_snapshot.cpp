@@ -1,0 +1,144 @@
+// Out-of-memory snapshots: the live bytes by category and the top callers at the first failure per phase.
+#include "interpose/track/oom_snapshot.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "interpose/trace/json.h"
+#include "interpose/track/caller.h"
+#include "interpose/track/tracker.h"
+#include "interpose/track/tracking_state.h"
+#include "policy/trace_schema.h"
+
+namespace kvremap::interpose {
+namespace {
+
+using namespace tracker_detail;
+
+// How many callers a snapshot names; the rest are summed.
+constexpr std::size_t kTopCallers = 8;
+
+struct HeldBy {
+  int device = 0;
+  std::uint64_t bytes = 0;
+  std::string caller;
+};
+
+// Heap-allocated and never destroyed: hooks may run during and after exit. A forked child gets a
+// fresh one (its parent's lock may be held by a thread that does not exist in the child).
+struct Registry {
+  std::mutex lock;
+  std::map<std::pair<int, std::uint64_t>, HeldBy> held;
+};
+std::atomic<Registry*> g_registry{nullptr};
+
+Registry& registry() {
+  Registry* r = g_registry.load(std::memory_order_acquire);
+  if (r) return *r;
+  auto* fresh = new Registry;
+  if (g_registry.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *r;
+}
+
+struct CallerBytes {
+  std::string caller;
+  std::uint64_t bytes = 0;
+  std::uint64_t allocations = 0;
+};
+
+std::vector<CallerBytes> callers_on(int device) {
+  std::map<std::string, CallerBytes> by_caller;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> guard(r.lock);
+    for (const auto& [key, h] : r.held) {
+      if (h.device != device) continue;
+      CallerBytes& c = by_caller[h.caller];
+      c.caller = h.caller;
+      c.bytes += h.bytes;
+      ++c.allocations;
+    }
+  }
+  std::vector<CallerBytes> out;
+  for (auto& [name, c] : by_caller) out.push_back(std::move(c));
+  std::sort(out.begin(), out.end(), [](const CallerBytes& a, const CallerBytes& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.caller < b.caller;
+  });
+  return out;
+}
+
+void write_snapshot(State& st, int device, std::uint64_t bytes, const char* api, void* return_address) {
+  DeviceStats& d = st.devices[static_cast<std::size_t>(device)];
+  const std::uint8_t phase = d.phase_now.load(std::memory_order_relaxed);
+  const std::uint32_t bit = 1u << (phase % 32);
+  if (d.oom_phases.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // once per phase
+  std::uint64_t free_bytes = 0;
+  const bool have_free = free_device_bytes(&free_bytes);
+  std::string& e = event_head("i", "oom", "oom snapshot");
+  e += fmt::format(R"(,"s":"p","args":{{"device":{},"phase":"{}","api":)", device,
+                   policy::kPhaseNames[phase % policy::kPhaseNames.size()]);
+  append_json_string(e, api);
+  e += fmt::format(R"(,"requested_bytes":{})", bytes);
+  const std::string caller = caller_object(return_address);
+  if (!caller.empty()) {
+    e += R"(,"caller":)";
+    append_json_string(e, caller);
+  }
+  if (have_free) e += fmt::format(R"(,"device_free_bytes":{})", free_bytes);
+  e += R"(,"live_bytes":{)";
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const std::int64_t live = std::max<std::int64_t>(0, d.categories[index_of(kAllCategories[i])].live.load());
+    total += static_cast<std::uint64_t>(live);
+    e += fmt::format(R"({}"{}":{})", i ? "," : "", policy::kCategoryNames[index_of(kAllCategories[i])], live);
+  }
+  e += fmt::format(R"(}},"live_total_bytes":{},"top_callers":[)", total);
+  std::uint64_t named = 0;
+  const std::vector<CallerBytes> callers = callers_on(device);
+  for (std::size_t i = 0; i < callers.size() && i < kTopCallers; ++i) {
+    e += i ? R"(,{"caller":)" : R"({"caller":)";
+    append_json_string(e, callers[i].caller.empty() ? std::string_view("unknown") : std::string_view(callers[i].caller));
+    e += fmt::format(R"(,"bytes":{},"allocations":{}}})", callers[i].bytes, callers[i].allocations);
+    named += callers[i].bytes;
+  }
+  e += fmt::format(R"(],"other_bytes":{}}}}})", total > named ? total - named : 0);
+  trace().event(e, true);
+  emit_counter(st, device, true, ticks());
+}
+
+}  // namespace
+
+void note_caller(int kind, std::uint64_t key, int device, std::uint64_t bytes, const std::string& caller) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.lock);
+  r.held[{kind, key}] = HeldBy{device, bytes, caller};
+}
+
+void forget_caller(int kind, std::uint64_t key) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> guard(r.lock);
+  r.held.erase({kind, key});
+}
+
+void on_out_of_memory(std::uint64_t bytes, const char* api, void* return_address, int device_hint) {
+  if (!tracking() || !trace().is_open()) return;
+  try {
+    State& st = S();
+    const int device = device_hint >= 0 ? device_index(device_hint) : tracked_device_now();
+    see_device(st, device);
+    write_snapshot(st, device, bytes, api, return_address);
+  } catch (...) {
+    // A snapshot that cannot be written (out of host memory too) costs the snapshot, not the engine.
+  }
+}
+
+void oom_child_after_fork() { g_registry.store(nullptr, std::memory_order_release); }
+
+}  // namespace kvremap::interpose
