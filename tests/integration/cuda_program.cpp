@@ -11,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -314,7 +316,7 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
     check(cuMemsetD32(at, 0x01020304u, 16) == CUDA_SUCCESS, "cuMemsetD32 on KV");
     std::uint32_t back[16] = {};
     check(cudaMemcpy(back, kv[1] + kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read the memset back");
-    for (std::uint32_t v : back) check(v == 0x01020304u, "the 32-bit memset is in the KV cache");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x01020304u; }), "the 32-bit memset is in the KV cache");
     std::printf("memset32 of KV read back\n");
   } else if (touch == "memset2d") {
     const auto at = reinterpret_cast<CUdeviceptr>(kv[1]) + 2 * kMiB;
@@ -322,7 +324,7 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
     unsigned char row[16] = {};
     check(cudaMemcpy(row, kv[1] + 2 * kMiB + 3 * 256, sizeof row, cudaMemcpyDeviceToHost) == cudaSuccess,
           "read the last row back");
-    for (unsigned char v : row) check(v == 0x5a, "the 2D memset is in the KV cache");
+    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x5a; }), "the 2D memset is in the KV cache");
     std::printf("memset2d of KV read back\n");
   } else if (touch == "copy2d") {
     unsigned char rows[4][32];
@@ -352,8 +354,33 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
           "cuMemcpyPeer into KV");
     unsigned char back[64] = {};
     check(cudaMemcpy(back, kv[1] + 4 * kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read back");
-    for (unsigned char v : back) check(v == 0x77, "the peer copy is in the KV cache");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x77; }), "the peer copy is in the KV cache");
     std::printf("peer copy into KV read back\n");
+  } else if (touch == "rt-memset2d") {
+    check(cudaMemset2D(kv[1] + 6 * kMiB, 512, 0x42, 64, 3) == cudaSuccess, "cudaMemset2D on KV");
+    unsigned char row[64] = {};
+    check(cudaMemcpy(row, kv[1] + 6 * kMiB + 2 * 512, sizeof row, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "read the last row back");
+    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x42; }), "the runtime's 2D memset is in the KV cache");
+    std::printf("runtime memset2d of KV read back\n");
+  } else if (touch == "rt-copy2d") {
+    unsigned char rows[3][16];
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 16; ++c) rows[r][c] = static_cast<unsigned char>(0x80 + r * 16 + c);
+    check(cudaMemcpy2D(kv[1] + 7 * kMiB, 1024, rows, 16, 16, 3, cudaMemcpyHostToDevice) == cudaSuccess,
+          "cudaMemcpy2D into KV");
+    unsigned char last[16] = {};
+    check(cudaMemcpy(last, kv[1] + 7 * kMiB + 2 * 1024, sizeof last, cudaMemcpyDeviceToHost) == cudaSuccess,
+          "read the last row back");
+    check(std::memcmp(last, rows[2], sizeof last) == 0, "the runtime's 2D copy is in the KV cache");
+    std::printf("runtime copy2d into KV read back\n");
+  } else if (touch == "rt-peer") {
+    check(cudaMemset(device_scratch, 0x66, 32) == cudaSuccess, "fill the source");
+    check(cudaMemcpyPeer(kv[1] + 9 * kMiB, 0, device_scratch, 0, 32) == cudaSuccess, "cudaMemcpyPeer into KV");
+    unsigned char back[32] = {};
+    check(cudaMemcpy(back, kv[1] + 9 * kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read back");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x66; }), "the runtime's peer copy is in the KV cache");
+    std::printf("runtime peer copy into KV read back\n");
   } else if (touch == "copy") {
     const unsigned char one = 0x33;
     unsigned char back = 0;
@@ -369,8 +396,8 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
 // (a KV connector loading a cached prefix): the copy must land in committed memory, and read back.
 // TOUCH=ipc|retain|retain2|dmabuf|attributes: an IPC handle, the VMM handle(s) (cuMemRetainAllocationHandle), a
 // dma-buf or pointer attributes of a KV tensor come first; TOUCH=ranges: every range query, checked;
-// TOUCH=memset32|memset2d|copy2d|peer: a write by that driver family, read back. A comma-separated
-// list touches in that order.
+// TOUCH=memset32|memset2d|copy2d|peer (driver) or rt-memset2d|rt-copy2d|rt-peer (runtime): a write by
+// that family, read back. A comma-separated list touches in that order.
 int kv_copy() {
   using Tag = int (*)(const char*);
   using Call = int (*)();

@@ -483,7 +483,8 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
                          Touch{"dmabuf", "cuMemGetHandleForAddressRange"},
                          Touch{"attributes", "cuPointerGetAttributes"}, Touch{"memset32", "cuMemsetD32"},
                          Touch{"memset2d", "cuMemsetD2D8"}, Touch{"copy2d", "cuMemcpy2D"},
-                         Touch{"peer", "cuMemcpyPeer"}}) {
+                         Touch{"peer", "cuMemcpyPeer"}, Touch{"rt-memset2d", "cuMemsetD2D8"},
+                         Touch{"rt-copy2d", "cuMemcpy2D"}, Touch{"rt-peer", "cuMemcpyPeer"}}) {
     const char* touch = c.name;
     SCOPED_TRACE(touch);
     const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {std::string("TOUCH=") + touch}));

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "export.h"
@@ -19,6 +21,7 @@ namespace {
 std::mutex g_mutex;
 bool g_driver_initialised = false;  // guarded by g_mutex
 std::vector<CUcontext> g_primary;   // retained primary context per ordinal, guarded by g_mutex
+std::set<std::pair<int, int>> g_peers;  // (device, peer) with peer access enabled, guarded by g_mutex
 // Bumped by the test reset: thread-local state from an older generation is stale and ignored.
 std::atomic<std::uint64_t> g_generation{1};
 
@@ -89,6 +92,25 @@ cudaError_t ensure_context() noexcept {
 
 int current_device() noexcept { return thread_state().device; }
 
+cudaError_t set_peer_access(int device, int peer, bool enable) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (enable) return g_peers.insert({device, peer}).second ? cudaSuccess : cudaErrorPeerAccessAlreadyEnabled;
+    return g_peers.erase({device, peer}) ? cudaSuccess : cudaErrorPeerAccessNotEnabled;
+  } catch (...) {
+    return cudaErrorMemoryAllocation;
+  }
+}
+
+cudaError_t device_context(int device, CUcontext* out) noexcept {
+  try {
+    if (cudaError_t e = ensure_initialised(); e != cudaSuccess) return e;
+    return primary_context(device, out);
+  } catch (...) {
+    return cudaErrorUnknown;
+  }
+}
+
 void select_device(int device) noexcept {
   ThreadState& state = thread_state();
   if (state.device != device) {
@@ -105,6 +127,7 @@ SIMCUDART_API void simcudart_reset_for_tests(void) {
     // The driver was reset underneath us: its contexts are gone, so nothing is released.
     simcudart::g_driver_initialised = false;
     simcudart::g_primary.clear();
+    simcudart::g_peers.clear();
     simcudart::g_generation.fetch_add(1, std::memory_order_acq_rel);
   } catch (...) {
   }

@@ -21,6 +21,14 @@ int current_device() noexcept;
 // Selects `device` for the calling thread; the caller has validated the ordinal.
 void select_device(int device) noexcept;
 
+// The primary context of `device` (retained on first use), for calls that name a device's context
+// (peer copies); cudaErrorInvalidDevice for an ordinal the driver does not have.
+cudaError_t device_context(int device, CUcontext* out) noexcept;
+
+// Enables (or disables) access from `device` to `peer`, once each way: cudaErrorPeerAccessAlreadyEnabled
+// or cudaErrorPeerAccessNotEnabled otherwise. The caller has checked the pair can be peers.
+cudaError_t set_peer_access(int device, int peer, bool enable) noexcept;
+
 // The table after a successful ensure_initialised/ensure_context (never null then).
 inline const DriverTable& driver() noexcept { return *driver_table(); }
 

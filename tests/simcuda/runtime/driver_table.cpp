@@ -78,6 +78,15 @@ void resolve_all(DriverTable& t) {
   r.plain(t.cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 11000);
   r.plain(t.cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010);
   r.plain(t.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000);
+  r.stream_ordered(t.cuMemcpy2D, "cuMemcpy2D", 3020);
+  r.stream_ordered(t.cuMemcpy2DAsync, "cuMemcpy2DAsync", 3020);
+  r.stream_ordered(t.cuMemsetD2D8, "cuMemsetD2D8", 3020);
+  r.stream_ordered(t.cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020);
+  r.stream_ordered(t.cuMemcpyPeer, "cuMemcpyPeer", 4000);
+  r.stream_ordered(t.cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000);
+  r.plain(t.cuDeviceGetName, "cuDeviceGetName", 2000);
+  r.plain(t.cuDeviceTotalMem, "cuDeviceTotalMem", 3020);
+  r.plain(t.cuDeviceGetUuid, "cuDeviceGetUuid", 11040);
 
   r.plain(t.cuMemHostAlloc, "cuMemHostAlloc", 2020);
   r.plain(t.cuMemFreeHost, "cuMemFreeHost", 2000);

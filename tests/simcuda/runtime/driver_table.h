@@ -60,6 +60,17 @@ struct DriverTable {
   PFN_cuIpcOpenMemHandle_v11000 cuIpcOpenMemHandle = nullptr;
   PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle = nullptr;
   PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer = nullptr;
+  // Strided and peer copies and sets.
+  StreamOrdered<PFN_cuMemcpy2D_v3020> cuMemcpy2D;
+  StreamOrdered<PFN_cuMemcpy2DAsync_v3020> cuMemcpy2DAsync;
+  StreamOrdered<PFN_cuMemsetD2D8_v3020> cuMemsetD2D8;
+  StreamOrdered<PFN_cuMemsetD2D8Async_v3020> cuMemsetD2D8Async;
+  StreamOrdered<PFN_cuMemcpyPeer_v4000> cuMemcpyPeer;
+  StreamOrdered<PFN_cuMemcpyPeerAsync_v4000> cuMemcpyPeerAsync;
+  // Device identity, for cudaGetDeviceProperties.
+  PFN_cuDeviceGetName_v2000 cuDeviceGetName = nullptr;
+  PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem = nullptr;
+  PFN_cuDeviceGetUuid_v11040 cuDeviceGetUuid = nullptr;
 
   // Pinned host memory and stream priorities.
   PFN_cuMemHostAlloc_v2020 cuMemHostAlloc = nullptr;

@@ -15,6 +15,16 @@ cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum 
                                  cudaStream_t stream);
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream);
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemset2D_ptds(void* devPtr, size_t pitch, int value, size_t width, size_t height);
+cudaError_t cudaMemset2DAsync_ptsz(void* devPtr, size_t pitch, int value, size_t width, size_t height,
+                                   cudaStream_t stream);
+cudaError_t cudaMemcpyPeer_ptds(void* dst, int dstDevice, const void* src, int srcDevice, size_t count);
+cudaError_t cudaMemcpyPeerAsync_ptsz(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                                     cudaStream_t stream);
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream);
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream);
 
