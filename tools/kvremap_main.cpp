@@ -294,11 +294,17 @@ int main(int argc, char** argv) {
   std::string what_if_path;
   kvremap::what_if::Settings what_if_settings;
   std::string what_if_headroom, what_if_chunk;
-  auto* what_if = app.add_subcommand("what-if", "Replay a traced vLLM start at another utilisation: stock and kvremap");
+  auto* what_if =
+      app.add_subcommand("what-if", "Replay a traced vLLM or SGLang start at another memory share: stock and kvremap");
   what_if->add_option("TRACE", what_if_path, "A trace of a start under KVREMAP_MODE=defer")->required();
-  what_if->add_option("--gpu-memory-utilization", what_if_settings.gpu_memory_utilization, "The share to replay at")
-      ->required()
-      ->check(CLI::Range(0.0, 1.0));
+  std::optional<double> what_if_utilization, what_if_fraction;
+  auto* utilization_option =
+      what_if->add_option("--gpu-memory-utilization", what_if_utilization, "vLLM: the share to replay at")
+          ->check(CLI::Range(0.0, 1.0));
+  auto* fraction_option =
+      what_if->add_option("--mem-fraction-static", what_if_fraction, "SGLang: the share to replay at")
+          ->check(CLI::Range(0.0, 1.0));
+  utilization_option->excludes(fraction_option);
   what_if->add_option("--headroom", what_if_headroom, "KVREMAP_HEADROOM for the replay (a size: 256MiB, 1GiB)");
   what_if->add_option("--chunk", what_if_chunk, "KVREMAP_CHUNK_BYTES for the replay (a size)");
   bool what_if_json = false;
@@ -346,6 +352,15 @@ int main(int argc, char** argv) {
         return kExitUsage;
       }
     }
+    if (!what_if_utilization && !what_if_fraction) {
+      std::fprintf(stderr,
+                   "kvremap: what-if: give the share to replay at: --gpu-memory-utilization (vLLM) or "
+                   "--mem-fraction-static (SGLang) (see kvremap what-if --help)\n");
+      return kExitUsage;
+    }
+    what_if_settings.flag = what_if_fraction ? kvremap::what_if::ShareFlag::mem_fraction_static
+                                             : kvremap::what_if::ShareFlag::gpu_memory_utilization;
+    what_if_settings.share = what_if_fraction ? *what_if_fraction : *what_if_utilization;
     return run_what_if(what_if_path, what_if_settings, what_if_json);
   }
   if (validate->parsed()) return run_validate(validate_paths);

@@ -1,4 +1,4 @@
-// Replays a traced start's measured needs through policy::plan_commit at another utilisation (tools/what_if.h).
+// Replays a traced start's measured needs through policy::plan_commit at another memory share (tools/what_if.h).
 #include "tools/what_if.h"
 
 #include <fmt/format.h>
@@ -25,6 +25,34 @@ bool after_kv_burst(const std::string& phase) {
   return phase == "post_kv_warmup" || phase == "capture" || phase == "serving";
 }
 
+const char* flag_name(ShareFlag flag) {
+  return flag == ShareFlag::gpu_memory_utilization ? "--gpu-memory-utilization" : "--mem-fraction-static";
+}
+
+// The traced start's share, given with the flag its engine sizes by.
+double traced_share(const policy::EngineProfile& engine, const Settings& settings, const std::string& cmdline) {
+  if (engine.kind == policy::EngineKind::vllm) {
+    if (settings.flag != ShareFlag::gpu_memory_utilization)
+      throw std::invalid_argument("the traced start is vLLM: replay it with --gpu-memory-utilization");
+    if (engine.kv_cache_memory)
+      throw std::invalid_argument(
+          "the traced start gave its KV size (--kv-cache-memory): utilisation does not size it");
+    return *policy::memory_share(engine);
+  }
+  if (engine.kind == policy::EngineKind::sglang) {
+    if (settings.flag != ShareFlag::mem_fraction_static)
+      throw std::invalid_argument("the traced start is SGLang: replay it with --mem-fraction-static");
+    if (!engine.mem_fraction_static)
+      throw std::invalid_argument(
+          "the traced SGLang start did not give --mem-fraction-static (SGLang then picks one by device size): the "
+          "share it ran at is not in the trace");
+    return *engine.mem_fraction_static;
+  }
+  throw std::invalid_argument("what-if models vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static; the "
+                              "traced command is neither (" +
+                              cmdline + ")");
+}
+
 }  // namespace
 
 std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Settings& settings) {
@@ -32,38 +60,38 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
   std::string nul_separated = process.header.cmdline;
   std::replace(nul_separated.begin(), nul_separated.end(), ' ', '\0');
   const policy::EngineProfile engine = policy::profile_engine(policy::split_cmdline(nul_separated));
-  if (engine.kind != policy::EngineKind::vllm)
-    throw std::invalid_argument("what-if models vLLM's --gpu-memory-utilization; the traced command is not vLLM (" +
-                                process.header.cmdline + ")");
-  if (engine.kv_cache_memory)
-    throw std::invalid_argument("the traced start gave its KV size (--kv-cache-memory): utilisation does not size it");
-  const std::optional<double> measured_share = policy::memory_share(engine);
+  const double measured_share = traced_share(engine, settings, process.header.cmdline);
   std::vector<Outcome> outcomes;
   for (const analysis::DeviceFigures& d : process.devices) {
     const analysis::KvFigures& kv = d.kv;
     if (!kv.planned || kv.tensors == 0 || d.total_bytes == 0) continue;
     Outcome o;
     o.device = d.device;
-    o.measured_utilization = measured_share.value_or(0);
+    o.measured_utilization = measured_share;
     o.measured_kv_bytes = kv.kv_bytes;
     const std::uint64_t granularity = kv.granularity == 0 ? 1 : kv.granularity;
     o.kv_step_bytes = kv.tensors * granularity;
-    // vLLM: KV = utilisation x total - what profiling measured, linear in the share; a profile's shift
-    // had moved this start's sizing query, so the unshifted size is the one the share gives.
+    // vLLM: KV = share x total - what profiling measured; SGLang: KV = free after the weights - (1 -
+    // share) x total. Both are linear in the share; a profile's shift had moved this start's sizing
+    // query, so the unshifted size is the one the share gives.
     const auto requested = [&d](double share) {
       return static_cast<std::int64_t>(static_cast<double>(d.total_bytes) * share);
     };
     const std::int64_t unshifted = static_cast<std::int64_t>(kv.kv_bytes) + kv.sizing_shift_bytes;
-    const std::int64_t raw = unshifted + requested(settings.gpu_memory_utilization) - requested(o.measured_utilization);
+    const std::int64_t raw = unshifted + requested(settings.share) - requested(o.measured_utilization);
     o.kv_bytes = raw <= 0 ? 0 : static_cast<std::uint64_t>(raw) / o.kv_step_bytes * o.kv_step_bytes;
     if (o.kv_bytes == 0)
-      o.refused = "no available memory for the cache blocks (profiling): the share is below what profiling measured";
+      o.refused = engine.kind == policy::EngineKind::sglang
+                      ? "not enough memory for the KV pool (profiling): the share's reserve is above what was free "
+                        "after the weights"
+                      : "no available memory for the cache blocks (profiling): the share is below what profiling "
+                        "measured";
     // vLLM refuses to start when its first memory query finds less free than the share asks for.
     const auto first_query = std::find_if(process.checkpoints.begin(), process.checkpoints.end(),
                                           [&d](const trace::Checkpoint& c) { return c.device == d.device; });
-    const auto asked =
-        static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.gpu_memory_utilization)));
-    if (first_query != process.checkpoints.end() && first_query->driver_free < asked)
+    const auto asked = static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.share)));
+    if (engine.kind == policy::EngineKind::vllm && first_query != process.checkpoints.end() &&
+        first_query->driver_free < asked)
       o.refused = fmt::format("free memory at start-up ({}) is less than the share asked for ({}) (init)",
                               report::format_bytes(first_query->driver_free), report::format_bytes(asked));
 
@@ -104,7 +132,11 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
                                                                                            : policy::DeficitMode::host;
     in.post_kv_transient_bytes = kv.post_kv_transient_bytes;
     in.engine = engine.kind;
-    in.gpu_memory_utilization = settings.gpu_memory_utilization;
+    if (engine.kind == policy::EngineKind::sglang) {
+      in.mem_fraction_static = settings.share;
+    } else {
+      in.gpu_memory_utilization = settings.share;
+    }
     o.plan = policy::plan_commit(in);
     if (settings.chunk_bytes && (*settings.chunk_bytes == 0 || *settings.chunk_bytes % granularity != 0))
       o.note = fmt::format(
@@ -124,9 +156,8 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
   using report::format_bytes;
   using report::format_signed_bytes;
   std::string out;
-  fmt::format_to(std::back_inserter(out), "{}: pid {}, traced at --gpu-memory-utilization {:.2f}; replayed at {:.2f}\n",
-                 process.source, process.header.pid, outcomes.front().measured_utilization,
-                 settings.gpu_memory_utilization);
+  fmt::format_to(std::back_inserter(out), "{}: pid {}, traced at {} {:.2f}; replayed at {:.2f}\n", process.source,
+                 process.header.pid, flag_name(settings.flag), outcomes.front().measured_utilization, settings.share);
   for (const Outcome& o : outcomes) {
     fmt::format_to(std::back_inserter(out),
                    "device {}: KV {} or one step ({}) more: the engine rounds per tensor (traced start: {})\n",
@@ -145,9 +176,7 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
                      "  stock:   out of memory in {}: needs {} (KV and the post-KV peak), {} free\n", o.stock_oom_phase,
                      format_bytes(o.stock_need_bytes), format_bytes(o.stock_available_bytes));
     }
-    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
-                          : o.plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
-                                                                               : "fail";
+    const std::string_view verdict = policy::to_string(o.plan.verdict);
     fmt::format_to(std::back_inserter(out), "  kvremap: {}: device {}, host {}, margin {} (headroom {})\n", verdict,
                    format_bytes(o.plan.device_bytes), format_bytes(o.plan.host_bytes),
                    format_signed_bytes(o.plan.margin_bytes), format_bytes(o.headroom_bytes));
@@ -160,9 +189,7 @@ nlohmann::json render_json(const analysis::ProcessFigures& process, const Settin
                            const std::vector<Outcome>& outcomes) {
   nlohmann::json devices = nlohmann::json::array();
   for (const Outcome& o : outcomes) {
-    const char* verdict = o.plan.verdict == policy::CommitVerdict::all_device  ? "all_device"
-                          : o.plan.verdict == policy::CommitVerdict::host_tail ? "host_tail"
-                                                                               : "fail";
+    const std::string_view verdict = policy::to_string(o.plan.verdict);
     devices.push_back({{"device", o.device},
                        {"kv_bytes", o.kv_bytes},
                        {"kv_step_bytes", o.kv_step_bytes},
@@ -181,9 +208,13 @@ nlohmann::json render_json(const analysis::ProcessFigures& process, const Settin
                          {"headroom_bytes", o.headroom_bytes}}},
                        {"note", o.note}});
   }
+  const std::string flag = std::string(flag_name(settings.flag)).substr(2);
+  std::string key = flag;
+  std::replace(key.begin(), key.end(), '-', '_');
   return {{"source", process.source},
-          {"measured_gpu_memory_utilization", outcomes.front().measured_utilization},
-          {"gpu_memory_utilization", settings.gpu_memory_utilization},
+          {"share_flag", flag},
+          {"measured_" + key, outcomes.front().measured_utilization},
+          {key, settings.share},
           {"devices", devices}};
 }
 

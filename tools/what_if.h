@@ -1,4 +1,4 @@
-// `kvremap what-if`: what a start at another --gpu-memory-utilization would do, stock and under kvremap.
+// `kvremap what-if`: what a start at another memory share would do, stock and under kvremap (vLLM, SGLang).
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,13 @@
 
 namespace kvremap::what_if {
 
+// The engine flag a share is given with: vLLM sizes its KV cache from --gpu-memory-utilization,
+// SGLang from --mem-fraction-static; both KV sizes are linear in the share.
+enum class ShareFlag { gpu_memory_utilization, mem_fraction_static };
+
 struct Settings {
-  double gpu_memory_utilization = 0;
+  ShareFlag flag = ShareFlag::gpu_memory_utilization;
+  double share = 0;  // the share to replay at
   std::optional<std::uint64_t> headroom_bytes;  // KVREMAP_HEADROOM for the replayed start
   std::optional<std::uint64_t> chunk_bytes;     // KVREMAP_CHUNK_BYTES for the replayed start
 };
@@ -36,7 +41,8 @@ struct Outcome {
   std::string note;  // an assumption the figures rest on, or empty
 };
 
-// Throws std::invalid_argument with one line when the trace cannot answer: not a vLLM start, or no
+// Throws std::invalid_argument with one line when the trace cannot answer: not a vLLM or SGLang
+// start, a share flag that is not the traced engine's, a share the trace does not record, or no
 // "kv commit plan" (a start under KVREMAP_MODE=defer) on any device.
 std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Settings& settings);
 

@@ -119,6 +119,20 @@ std::string format_bytes(std::uint64_t bytes) {
   return text;
 }
 
+// One start of the seed scenario as SGLang at `fraction` (--mem-fraction-static); "stock" runs
+// without the library.
+Start start_sglang(const std::string& fraction, const std::string& mode) {
+  const std::string traces = make_temp_dir();
+  const std::vector<std::string> argv = {link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO,
+                                         "--engine",                    "sglang",     "--mem-fraction-static",
+                                         fraction};
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, 1);
+  if (mode != "stock")
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=" + mode, "KVREMAP_TRACE_DIR=" + traces,
+                           "KVREMAP_PROFILE_DIR=" + make_temp_dir()});
+  return Start{run_program(argv, env, {}, 240), trace_files(traces)};
+}
+
 }  // namespace
 
 TEST(TraceTools, ReportJsonHasTheEnginesKvAndAttributesItToTheKvPhase) {
@@ -443,4 +457,40 @@ TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
   ASSERT_TRUE(std::regex_search(count.out, m, std::regex(R"(colours (\d+) size (\d+)x(\d+))"))) << count.out;
   EXPECT_GT(std::stoul(m[1].str()), 8u) << m[0];
   EXPECT_EQ(m[2].str(), "1200");
+}
+
+// SGLang sizes its pool from --mem-fraction-static: what-if replays a traced SGLang start at other
+// fractions, checked against actual starts there; a vLLM flag on an SGLang trace is one clear line.
+TEST(TraceTools, WhatIfReplaysAnSglangStartAtOtherFractions) {
+  const Start traced = start_sglang("0.9", "defer");
+  ASSERT_EQ(traced.run.exit_code, 0) << traced.run.out << traced.run.err;
+  ASSERT_EQ(traced.traces.size(), 1u);
+  const json kv = report_json({traced.traces[0]})[0]["devices"][0]["kv"];
+  const json same = what_if(traced.traces[0], {"--mem-fraction-static", "0.9"});
+  EXPECT_EQ(same["kv_bytes"], kv["kv_bytes"]);
+  expect_same_plan(same, kv);
+  // Stock at 0.9 runs out of memory after the KV burst; what-if says so.
+  EXPECT_NE(same["stock"]["oom_phase"], "") << same.dump();
+  EXPECT_NE(start_sglang("0.9", "stock").run.exit_code, 0);
+
+  const json at_08 = what_if(traced.traces[0], {"--mem-fraction-static", "0.8"});
+  const Start stock = start_sglang("0.8", "stock");
+  ASSERT_EQ(stock.run.exit_code, 0) << stock.run.err;
+  EXPECT_EQ(at_08["stock"]["oom_phase"], "") << at_08.dump();
+  const std::string printed = started_kv(stock.run.out);
+  ASSERT_FALSE(printed.empty()) << stock.run.out;
+  const std::uint64_t predicted = at_08["kv_bytes"].get<std::uint64_t>();
+  EXPECT_TRUE(printed == gib(predicted) || printed == gib(predicted + at_08["kv_step_bytes"].get<std::uint64_t>()))
+      << printed << " vs " << at_08.dump();
+
+  const RunResult wrong = cli({"what-if", traced.traces[0], "--gpu-memory-utilization", "0.8"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.err;
+  EXPECT_NE(wrong.err.find("the traced start is SGLang: replay it with --mem-fraction-static"), std::string::npos)
+      << wrong.err;
+  EXPECT_EQ(std::count(wrong.err.begin(), wrong.err.end(), '\n'), 1) << wrong.err;
+  const RunResult neither = cli({"what-if", traced.traces[0]});
+  EXPECT_EQ(neither.exit_code, 2) << neither.err;
+  const RunResult both = cli({"what-if", traced.traces[0], "--gpu-memory-utilization", "0.8", "--mem-fraction-static",
+                              "0.8"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
 }
