@@ -242,6 +242,7 @@ TEST(EngineTrace, AnOutOfMemoryErrorLeavesOneSnapshotPerPhase) {
   const auto files = trace_files(dir);
   ASSERT_EQ(files.size(), 1u);
   const auto trace = kvremap::trace::read_trace(files[0]);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
   std::vector<const kvremap::trace::OtherEvent*> snapshots;
   for (const auto& e : trace.other_events)
     if (e.cat == "oom" && e.name == "oom snapshot") snapshots.push_back(&e);

@@ -191,6 +191,31 @@ void check_summary(EventChecker& checker, const json& args, int header_schema) {
   }
 }
 
+// An out-of-memory snapshot: the failing request, the live bytes by category and the top callers.
+void check_oom_snapshot(EventChecker& checker, const json& args) {
+  checker.check(args, "args",
+                {{"device", Kind::unsigned_integer},
+                 {"phase", Kind::phase},
+                 {"api", Kind::string},
+                 {"requested_bytes", Kind::unsigned_integer},
+                 {"caller", Kind::string, false},
+                 {"device_free_bytes", Kind::unsigned_integer, false},
+                 {"live_bytes", Kind::object},
+                 {"live_total_bytes", Kind::unsigned_integer},
+                 {"top_callers", Kind::array},
+                 {"other_bytes", Kind::unsigned_integer}});
+  if (const json* live = member(args, "live_bytes"); live != nullptr && live->is_object()) {
+    for (std::string_view category : kCategories) checker.check_field(*live, "args.live_bytes", {category, Kind::unsigned_integer});
+    for (const auto& [name, unused] : live->items())
+      if (!is_known_category(name)) checker.problem("args.live_bytes: unknown category \"" + name + "\"");
+  }
+  if (const json* callers = member(args, "top_callers"); callers != nullptr && callers->is_array()) {
+    for (std::size_t i = 0; i < callers->size(); ++i)
+      checker.check((*callers)[i], "args.top_callers[" + std::to_string(i) + "]",
+                    {{"caller", Kind::string}, {"bytes", Kind::unsigned_integer}, {"allocations", Kind::unsigned_integer}});
+  }
+}
+
 // Checks the fields of one event whose cat/name this schema defines; others only need the common fields.
 void check_known_event(EventChecker& checker, const json& event, int header_schema) {
   const std::string ph = string_at(event, "ph");
@@ -205,6 +230,7 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
                        (cat == "graph" && one_of(name, {"graph instantiate", "graph exec destroy"})) ||
                        (cat == "module" && one_of(name, {"module load", "module unload"})) ||
                        (cat == "kvremap" && one_of(name, {"tracking disabled", "option error"})) ||
+                       (cat == "oom" && name == "oom snapshot") ||
                        (cat == "summary" && name == "summary");
   if (!defined) return;
   if (args_member == nullptr || !args_member->is_object()) {
@@ -299,6 +325,9 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
   } else if (cat == "summary") {
     check_expected_ph(checker, event, "i");
     check_summary(checker, args, header_schema);
+  } else if (cat == "oom") {
+    check_expected_ph(checker, event, "i");
+    check_oom_snapshot(checker, args);
   }
 }
 
