@@ -14,6 +14,7 @@
 
 #include "tools/trace/hot_line.h"
 #include "tools/trace/json_access.h"
+#include "tools/trace/kv_events.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
@@ -807,6 +808,47 @@ TEST(TraceReaderHotLines, CutHotLinesReadAsParsed) {
       expect_same_as_parser(trace_text({cut, kWriterHotLines[2]}));
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(TraceReaderKvEvents, ReadsEachKindOnceAndLeavesMistypedFieldsEmpty) {
+  const Trace trace = parse_trace(
+      trace_text({
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":1,"name":"kv deferred","s":"g","args":{"device":0,"regions":4,"tensor_bytes":1024,"deferred_bytes":4096,"scratch_bytes":2048}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":2,"name":"kv committed","s":"g","args":{"device":0,"kv_bytes":4096,"device_bytes":3072,"host_bytes":1024,"margin_bytes":-5,"trigger":"query","post_kv_peaks":{"other":{"at_kv_end":1,"peak":3,"peak_above":2}}}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":3,"name":"kv sizing adjusted","s":"g","args":{"shift_bytes":1.5,"profile":"p.json","device":"0"}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":4,"name":"kv something new","s":"g","args":{"device":1,"host_bytes":-1}})",
+          R"({"ph":"i","cat":"checkpoint","pid":7,"tid":7,"ts":5,"name":"memory query","s":"g","args":{"device":0}})",
+      }),
+      "kv.json");
+  const std::vector<kvremap::trace::KvEvent> events = kvremap::trace::kv_events(trace);
+  using Kind = kvremap::trace::KvEvent::Kind;
+  ASSERT_EQ(events.size(), 4U);
+  EXPECT_EQ(events[0].kind, Kind::deferred);
+  EXPECT_EQ(events[0].regions, 4U);
+  EXPECT_EQ(events[0].deferred_bytes, 4096U);
+  EXPECT_EQ(events[0].scratch_bytes, 2048U);
+  EXPECT_FALSE(events[0].kv_bytes.has_value());
+  EXPECT_EQ(events[1].kind, Kind::committed);
+  EXPECT_EQ(events[1].margin_bytes, -5);
+  EXPECT_EQ(events[1].trigger, "query");
+  EXPECT_TRUE(events[1].has_post_kv_peaks);
+  ASSERT_EQ(events[1].post_kv_peaks.size(), 1U);
+  EXPECT_EQ(events[1].post_kv_peaks[0].category, "other");
+  EXPECT_EQ(events[1].post_kv_peaks[0].peak_above, 2U);
+  EXPECT_EQ(events[1].event.ts_us, 2);
+  // A float or a string where an integer belongs is unknown, not truncated or zero.
+  EXPECT_EQ(events[2].kind, Kind::sizing_adjusted);
+  EXPECT_FALSE(events[2].shift_bytes.has_value());
+  EXPECT_FALSE(events[2].device.has_value());
+  EXPECT_EQ(events[2].profile, "p.json");
+  EXPECT_EQ(events[3].kind, Kind::other);
+  EXPECT_EQ(events[3].name, "kv something new");
+  EXPECT_EQ(events[3].device, 1);
+  EXPECT_FALSE(events[3].host_bytes.has_value());
 }
 
 }  // namespace
