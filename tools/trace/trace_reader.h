@@ -207,7 +207,7 @@ struct MemoryStep {
 struct MemoryTimeline {
   std::vector<std::string> names{std::string()};  // names[0] is ""
   std::deque<MemoryStep> steps;                   // a deque: no doubling copy of a large trace's steps
-  std::unordered_map<std::string, std::uint32_t> ids;
+  std::unordered_map<std::string, std::uint32_t> ids;  // names back to their ids, while steps are added
 
   std::uint32_t id_of(std::string_view name);
   // A step of `event`; `lifetime_end` for the free an allocation lifetime ends with (ordered after it).
@@ -259,7 +259,8 @@ struct ReadOptions {
   // the alloc/free/graph/module events carry every change anyway; a report needs only the last state.
   bool keep_every_counter_sample = true;
   // With keep_records: allocations and frees go only to Trace::memory (about 48 bytes each), not to
-  // Trace::allocs/frees (a record with five strings each); what the analysing commands read.
+  // Trace::allocs/frees (a record with five strings each); graph and module events get a step there
+  // too and keep their records. What the analysing commands read.
   bool memory_timeline_only = false;
   // Read the writer's hot lines (allocations, frees, lifetimes, counters) with a dedicated scanner
   // when neither raw events nor on_event need their JSON; false sends every line through the JSON
