@@ -3,62 +3,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <set>
 #include <unordered_map>
 
-#include "tools/trace/json_access.h"
+#include "tools/trace/kv_events.h"
 
 namespace kvremap::analysis {
 namespace {
 
-using trace::detail::int_at;
-using trace::detail::string_at;
-using trace::detail::uint_at;
 
-// One change of live bytes: an allocation, a free, a graph exec or a module coming or going.
-struct Step {
-  double ts_us;
-  std::size_t order;  // file order, to keep equal timestamps stable
-  int device;
-  const std::string* category;
-  const std::string* key;  // what a release is matched to its allocation by
-  const std::string* caller;
-  std::uint64_t bytes;
-  bool release;
-  char kind;  // 'a' allocation, 'g' graph exec, 'm' module: keys of different kinds never match
-};
+using trace::MemoryStep;
+using trace::MemoryTimeline;
 
 struct LiveAllocation {
   std::uint64_t bytes;
-  const std::string* category;
+  std::uint32_t category;
   std::size_t phase;
-  const std::string* caller;
+  std::uint32_t caller;
 };
-
-const std::string kGraphExec = "graph_exec";
-const std::string kModule = "module";
-const std::string kNoCaller;
-
-std::vector<Step> steps_of(const trace::Trace& trace) {
-  std::vector<Step> steps;
-  steps.reserve(trace.allocs.size() + trace.frees.size() + trace.graph_execs.size() + trace.modules.size());
-  for (const auto& a : trace.allocs)
-    steps.push_back({a.event.ts_us, a.event.index * 2, a.device, &a.category, &a.ptr, &a.caller, a.bytes, false, 'a'});
-  // A lifetime's free shares its allocation's index; *2+1 keeps it after the allocation.
-  for (const auto& f : trace.frees)
-    steps.push_back(
-        {f.event.ts_us, f.event.index * 2 + 1, f.device, &f.category, &f.ptr, &kNoCaller, f.bytes, true, 'a'});
-  for (const auto& g : trace.graph_execs)
-    steps.push_back(
-        {g.event.ts_us, g.event.index * 2, g.device, &kGraphExec, &g.exec, &kNoCaller, g.bytes, g.destroyed, 'g'});
-  for (const auto& m : trace.modules)
-    steps.push_back(
-        {m.event.ts_us, m.event.index * 2, m.device, &kModule, &m.handle, &kNoCaller, m.bytes, m.unloaded, 'm'});
-  std::stable_sort(steps.begin(), steps.end(), [](const Step& x, const Step& y) {
-    return x.ts_us != y.ts_us ? x.ts_us < y.ts_us : x.order < y.order;
-  });
-  return steps;
-}
 
 std::uint64_t sum(const ByCategory& live) {
   std::uint64_t total = 0;
@@ -72,7 +35,7 @@ struct PhaseSpan {
   double end_us;
 };
 
-std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, double end_us) {
+std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, const MemoryTimeline& timeline, double end_us) {
   std::vector<trace::PhaseChange> changes = trace.phase_changes;
   std::stable_sort(changes.begin(), changes.end(),
                    [](const auto& x, const auto& y) { return x.event.ts_us < y.event.ts_us; });
@@ -83,9 +46,15 @@ std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, double end_us) {
     // The library recognises a KV burst after a few of its tensors and marks the phase then; the
     // phase began at the burst's first KV allocation (policy/phases.h dates it so too).
     if (change.phase == "kv_allocation") {
-      for (const auto& a : trace.allocs)
-        if (a.category == "kv" && a.event.ts_us >= spans.back().start_us && a.event.ts_us < start)
-          start = a.event.ts_us;
+      // Steps are in time order: the first KV allocation since the previous phase began, if before `start`.
+      for (const MemoryStep& step : timeline.steps) {
+        if (step.ts_us >= start) break;
+        if (step.kind == MemoryStep::Kind::allocation && !step.release && step.ts_us >= spans.back().start_us &&
+            timeline.name(step.category) == "kv") {
+          start = step.ts_us;
+          break;
+        }
+      }
     }
     spans.back().end_us = start;
     spans.push_back({change.phase, start, end_us});
@@ -96,7 +65,7 @@ std::vector<PhaseSpan> phase_spans(const trace::Trace& trace, double end_us) {
 // Replay state of one device.
 struct DeviceReplay {
   ByCategory live;
-  std::unordered_map<std::string, LiveAllocation> allocations;
+  std::unordered_map<std::uint64_t, LiveAllocation> allocations;  // by key_of()
   std::vector<std::ptrdiff_t> peak_step;  // per phase: the step after which the peak stood (-1: before any)
   std::ptrdiff_t last_step = -1;
   std::size_t slot = SIZE_MAX;
@@ -104,24 +73,26 @@ struct DeviceReplay {
   bool plan_seen = false;
 };
 
-std::string key_of(const Step& step) { return std::string(1, step.kind) + *step.key; }
+// What a release is matched to its allocation by: the key within its kind (keys of different kinds never match).
+std::uint64_t key_of(const MemoryStep& step) {
+  return std::uint64_t{step.key} << 8 | static_cast<std::uint64_t>(step.kind);
+}
 
-void apply(const Step& step, DeviceReplay& d, std::size_t phase) {
-  std::uint64_t& live = d.live[*step.category];
-  const std::string key = key_of(step);
+void apply(const MemoryStep& step, const MemoryTimeline& timeline, DeviceReplay& d, std::size_t phase) {
+  std::uint64_t& live = d.live[timeline.name(step.category)];
   if (!step.release) {
     live += step.bytes;
-    d.allocations[key] = {step.bytes, step.category, phase, step.caller};
+    d.allocations[key_of(step)] = {step.bytes, step.category, phase, step.caller};
     return;
   }
   live -= std::min(live, step.bytes);
-  d.allocations.erase(key);
+  d.allocations.erase(key_of(step));
 }
 
-void close_phase(PhaseFigures& figures, const DeviceReplay& d, std::size_t phase) {
+void close_phase(PhaseFigures& figures, const MemoryTimeline& timeline, const DeviceReplay& d, std::size_t phase) {
   figures.live_at_end = d.live;
   for (const auto& [key, allocation] : d.allocations)
-    if (allocation.phase == phase) figures.allocated_live_at_end[*allocation.category] += allocation.bytes;
+    if (allocation.phase == phase) figures.allocated_live_at_end[timeline.name(allocation.category)] += allocation.bytes;
 }
 
 void open_phase(PhaseFigures& figures, DeviceReplay& d, const PhaseSpan& span) {
@@ -134,10 +105,10 @@ void open_phase(PhaseFigures& figures, DeviceReplay& d, const PhaseSpan& span) {
   d.peak_step.push_back(d.last_step);
 }
 
-std::vector<CallerBytes> callers_of(const DeviceReplay& d) {
+std::vector<CallerBytes> callers_of(const MemoryTimeline& timeline, const DeviceReplay& d) {
   std::map<std::string, std::uint64_t> by_caller;
   for (const auto& [key, allocation] : d.allocations)
-    by_caller[allocation.caller->empty() ? kUnrecordedCaller : *allocation.caller] += allocation.bytes;
+    by_caller[allocation.caller == 0 ? kUnrecordedCaller : timeline.name(allocation.caller)] += allocation.bytes;
   std::vector<CallerBytes> callers;
   for (const auto& [caller, bytes] : by_caller) callers.push_back({caller, bytes});
   std::stable_sort(callers.begin(), callers.end(), [](const auto& x, const auto& y) { return x.bytes > y.bytes; });
@@ -145,50 +116,50 @@ std::vector<CallerBytes> callers_of(const DeviceReplay& d) {
   return callers;
 }
 
-KvFigures kv_figures(const trace::Trace& trace, int device) {
+KvFigures kv_figures(const std::vector<trace::KvEvent>& events, int device) {
+  using Kind = trace::KvEvent::Kind;
   KvFigures kv;
-  for (const trace::OtherEvent& event : trace.other_events) {
-    if (event.cat != "kv" || int_at(event.args, "device") != device) continue;
-    const nlohmann::json& a = event.args;
-    if (event.name == "kv arena reserved") {
+  for (const trace::KvEvent& event : events) {
+    if (event.device.value_or(0) != device) continue;
+    if (event.kind == Kind::arena_reserved) {
       if (kv.reserved_ts_us < 0) kv.reserved_ts_us = event.event.ts_us;
-      kv.granularity = uint_at(a, "granularity");
-    } else if (event.name == "kv deferred") {
+      kv.granularity = event.granularity.value_or(0);
+    } else if (event.kind == Kind::deferred) {
       kv.deferred = true;
-      kv.scratch_bytes = uint_at(a, "scratch_bytes");
-      kv.kv_bytes = uint_at(a, "deferred_bytes");
-      kv.tensors = uint_at(a, "regions");
+      kv.scratch_bytes = event.scratch_bytes.value_or(0);
+      kv.kv_bytes = event.deferred_bytes.value_or(0);
+      kv.tensors = event.regions.value_or(0);
       if (kv.reserved_ts_us < 0) kv.reserved_ts_us = event.event.ts_us;
-    } else if (event.name == "kv commit plan" || event.name == "kv committed") {
-      const bool commit = event.name == "kv committed";
+    } else if (event.kind == Kind::commit_plan || event.kind == Kind::committed) {
+      const bool commit = event.kind == Kind::committed;
       (commit ? kv.committed : kv.planned) = true;
-      kv.kv_bytes = uint_at(a, "kv_bytes");
-      kv.device_bytes = uint_at(a, "device_bytes");
-      kv.host_bytes = uint_at(a, "host_bytes");
-      kv.tensors = uint_at(a, "tensors");
-      kv.granularity = uint_at(a, "granularity");
-      kv.headroom_bytes = uint_at(a, "headroom_bytes");
-      kv.margin_bytes = int_at(a, "margin_bytes");
-      kv.deficit_bytes = uint_at(a, "deficit_bytes");
+      kv.kv_bytes = event.kv_bytes.value_or(0);
+      kv.device_bytes = event.device_bytes.value_or(0);
+      kv.host_bytes = event.host_bytes.value_or(0);
+      kv.tensors = event.tensors.value_or(0);
+      kv.granularity = event.granularity.value_or(0);
+      kv.headroom_bytes = event.headroom_bytes.value_or(0);
+      kv.margin_bytes = event.margin_bytes.value_or(0);
+      kv.deficit_bytes = event.deficit_bytes.value_or(0);
       if (commit) {
         kv.commit_ts_us = event.event.ts_us;
-        kv.sizing_shift_bytes = int_at(a, "sizing_shift_bytes");
-        kv.trigger = string_at(a, "trigger");
+        kv.sizing_shift_bytes = event.sizing_shift_bytes.value_or(0);
+        kv.trigger = event.trigger;
       } else {
         kv.plan_ts_us = event.event.ts_us;
-        kv.device_free_bytes = uint_at(a, "device_free_bytes");
-        kv.post_kv_transient_bytes = uint_at(a, "post_kv_transient_bytes");
-        kv.verdict = string_at(a, "verdict");
-        kv.headroom_source = string_at(a, "headroom_source");
+        kv.device_free_bytes = event.device_free_bytes.value_or(0);
+        kv.post_kv_transient_bytes = event.post_kv_transient_bytes.value_or(0);
+        kv.verdict = event.verdict;
+        kv.headroom_source = event.headroom_source;
       }
     }
   }
   return kv;
 }
 
-double last_event_us(const trace::Trace& trace, const std::vector<Step>& steps) {
+double last_event_us(const trace::Trace& trace, const MemoryTimeline& timeline) {
   if (trace.summary) return trace.summary->event.ts_us;
-  double last = steps.empty() ? 0 : steps.back().ts_us;
+  double last = timeline.steps.empty() ? 0 : timeline.steps.back().ts_us;
   for (const auto& c : trace.checkpoints) last = std::max(last, c.event.ts_us);
   for (const auto& p : trace.phase_changes) last = std::max(last, p.event.ts_us);
   for (const auto& c : trace.counters) last = std::max(last, c.event.ts_us);
@@ -239,9 +210,11 @@ ProcessFigures analyse(const trace::Trace& trace) {
     out.counts = trace.summary->counts;
   }
 
-  const std::vector<Step> steps = steps_of(trace);
-  out.end_us = last_event_us(trace, steps);
-  const std::vector<PhaseSpan> spans = phase_spans(trace, out.end_us);
+  MemoryTimeline built;
+  const MemoryTimeline& timeline = trace::memory_timeline(trace, built);
+  const std::deque<MemoryStep>& steps = timeline.steps;
+  out.end_us = last_event_us(trace, timeline);
+  const std::vector<PhaseSpan> spans = phase_spans(trace, timeline, out.end_us);
 
   // Devices: every one the trace names.
   std::map<int, std::uint64_t> totals = trace.device_total_bytes;
@@ -256,8 +229,9 @@ ProcessFigures analyse(const trace::Trace& trace) {
   std::set<int> device_ids;
   for (const auto& [device, total] : totals) device_ids.insert(device);
   for (const auto& [device, table] : replay.devices) device_ids.insert(device);
-  for (const Step& step : steps) device_ids.insert(step.device);
+  for (const MemoryStep& step : steps) device_ids.insert(step.device);
 
+  const std::vector<trace::KvEvent> kv_events = trace::kv_events(trace);
   std::map<int, DeviceReplay> replays;
   std::map<int, DeviceFigures> figures;
   for (int id : device_ids) {
@@ -276,7 +250,7 @@ ProcessFigures analyse(const trace::Trace& trace) {
       if (replayed != replay.devices.end()) f.categories = replayed->second;
       f.categories_source = "events";
     }
-    f.kv = kv_figures(trace, id);
+    f.kv = kv_figures(kv_events, id);
     f.phases.resize(spans.size());
     open_phase(f.phases[0], replays[id], spans[0]);
   }
@@ -286,13 +260,14 @@ ProcessFigures analyse(const trace::Trace& trace) {
   std::size_t phase = 0;
   const auto advance_phase_to = [&](double ts_us) {
     while (phase + 1 < spans.size() && spans[phase + 1].start_us <= ts_us) {
-      for (auto& [id, f] : figures) close_phase(f.phases[phase], replays[id], phase);
+      for (auto& [id, f] : figures) close_phase(f.phases[phase], timeline, replays[id], phase);
       ++phase;
       for (auto& [id, f] : figures) open_phase(f.phases[phase], replays[id], spans[phase]);
     }
   };
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    const Step& step = steps[i];
+    const MemoryStep& step = steps[i];
+    const std::string& category = timeline.name(step.category);
     advance_phase_to(step.ts_us);
     DeviceReplay& d = replays[step.device];
     DeviceFigures& f = figures[step.device];
@@ -301,17 +276,17 @@ ProcessFigures analyse(const trace::Trace& trace) {
       d.plan_seen = true;
     }
     PhaseFigures& p = f.phases[phase];
-    apply(step, d, phase);
+    apply(step, timeline, d, phase);
     d.last_step = static_cast<std::ptrdiff_t>(i);
-    if (!step.release) p.allocated[*step.category] += step.bytes;
+    if (!step.release) p.allocated[category] += step.bytes;
     const std::uint64_t total = sum(d.live);
     if (total > p.peak_bytes) {
       p.peak_bytes = total;
       p.peak_ts_us = step.ts_us;
       d.peak_step[phase] = static_cast<std::ptrdiff_t>(i);
     }
-    std::uint64_t& category_peak = p.peak_by_category[*step.category];
-    category_peak = std::max(category_peak, d.live[*step.category]);
+    std::uint64_t& category_peak = p.peak_by_category[category];
+    category_peak = std::max(category_peak, d.live[category]);
     // The timeline: the highest point of each time slot.
     const std::size_t slot =
         span_us <= 0 ? 0 : static_cast<std::size_t>(step.ts_us / span_us * static_cast<double>(kTimelinePoints - 1));
@@ -325,7 +300,7 @@ ProcessFigures analyse(const trace::Trace& trace) {
   advance_phase_to(out.end_us);
   while (phase + 1 < spans.size()) advance_phase_to(spans[phase + 1].start_us);
   for (auto& [id, f] : figures) {
-    close_phase(f.phases[phase], replays[id], phase);
+    close_phase(f.phases[phase], timeline, replays[id], phase);
     DeviceReplay& d = replays[id];
     if (f.kv.planned && !d.plan_seen) f.kv.live_at_plan = d.live;
     if (d.slot_best) f.timeline.push_back(*d.slot_best);
@@ -339,12 +314,12 @@ ProcessFigures analyse(const trace::Trace& trace) {
   std::map<int, DeviceReplay> again;
   std::size_t replay_phase = 0;
   for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(steps.size()) && !wanted.empty(); ++i) {
-    const Step& step = steps[static_cast<std::size_t>(i)];
+    const MemoryStep& step = steps[static_cast<std::size_t>(i)];
     while (replay_phase + 1 < spans.size() && spans[replay_phase + 1].start_us <= step.ts_us) ++replay_phase;
-    apply(step, again[step.device], replay_phase);
+    apply(step, timeline, again[step.device], replay_phase);
     const auto [first, last] = wanted.equal_range(i);
     for (auto it = first; it != last; ++it)
-      figures[it->second.first].phases[it->second.second].top_callers = callers_of(again[it->second.first]);
+      figures[it->second.first].phases[it->second.second].top_callers = callers_of(timeline, again[it->second.first]);
   }
 
   for (auto& [id, f] : figures) out.devices.push_back(std::move(f));

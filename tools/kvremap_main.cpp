@@ -73,11 +73,12 @@ void print_read_failure(const char* command, const std::string& path, const std:
   }
 }
 
-// Reads one trace for an analysing command with progress on stderr; typed records only (the raw
-// JSON would multiply memory use on large traces).
+// Reads one trace for an analysing command with progress on stderr; typed records only, allocations
+// and frees as compact steps (the raw JSON, or a record per event, would multiply memory use on large traces).
 kvremap::trace::Trace read_for(const char* command, const std::string& path) {
   kvremap::cli::ReadProgress progress(command, path);
-  kvremap::trace::ReadOptions options{.keep_raw_events = false, .keep_every_counter_sample = false};
+  kvremap::trace::ReadOptions options{
+      .keep_raw_events = false, .keep_every_counter_sample = false, .memory_timeline_only = true};
   options.on_progress = [&progress](std::uint64_t done, std::uint64_t size) { progress(done, size); };
   return kvremap::trace::read_trace(path, options);
 }

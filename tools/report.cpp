@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
 
-#include "tools/trace/json_access.h"
+#include "tools/trace/kv_events.h"
 
 namespace kvremap::report {
 
@@ -77,8 +78,9 @@ void append_identity(std::string& out, const Trace& trace) {
     const auto latest = [&last_ts](const auto& records) {
       for (const auto& record : records) last_ts = std::max(last_ts, record.event.ts_us);
     };
-    latest(trace.allocs);
-    latest(trace.frees);
+    trace::MemoryTimeline built;
+    const trace::MemoryTimeline& timeline = trace::memory_timeline(trace, built);
+    if (!timeline.steps.empty()) last_ts = timeline.steps.back().ts_us;  // in time order
     latest(trace.counters);
     latest(trace.checkpoints);
     latest(trace.graph_execs);
@@ -258,54 +260,44 @@ void append_captures_graphs_modules(std::string& out, const Trace& trace) {
 // The KV deferral's decisions (cat "kv", KVREMAP_MODE=defer), per device: what was deferred, the
 // plan's inputs and verdict, the commit as placed, and what post-KV start-up work needed.
 void append_kv(std::string& out, const Trace& trace) {
-  using trace::detail::int_at;
-  using trace::detail::member;
-  using trace::detail::string_at;
-  using trace::detail::uint_at;
-  std::map<std::int64_t, std::vector<const trace::OtherEvent*>> by_device;
-  for (const trace::OtherEvent& event : trace.other_events)
-    if (event.cat == "kv") by_device[int_at(event.args, "device")].push_back(&event);
+  using Kind = trace::KvEvent::Kind;
+  const auto bytes = [](const std::optional<std::uint64_t>& value) { return format_bytes(value.value_or(0)); };
+  std::map<std::int64_t, std::vector<trace::KvEvent>> by_device;
+  for (trace::KvEvent& event : trace::kv_events(trace)) by_device[event.device.value_or(0)].push_back(std::move(event));
   for (const auto& [device, events] : by_device) {
     fmt::format_to(std::back_inserter(out), "\nkv cache, device {}:\n", device);
-    for (const trace::OtherEvent* event : events) {
-      const nlohmann::json& a = event->args;
-      const std::string at = format_seconds(event->event.ts_us);
-      if (event->name == "kv deferred") {
+    for (const trace::KvEvent& e : events) {
+      const std::string at = format_seconds(e.event.ts_us);
+      if (e.kind == Kind::deferred) {
         fmt::format_to(std::back_inserter(out), "  deferred   at {}: {} tensors of {}, {} on a {} scratch\n", at,
-                       uint_at(a, "regions"), format_bytes(uint_at(a, "tensor_bytes")),
-                       format_bytes(uint_at(a, "deferred_bytes")), format_bytes(uint_at(a, "scratch_bytes")));
-      } else if (event->name == "kv commit plan") {
+                       e.regions.value_or(0), bytes(e.tensor_bytes), bytes(e.deferred_bytes), bytes(e.scratch_bytes));
+      } else if (e.kind == Kind::commit_plan) {
         fmt::format_to(std::back_inserter(out),
                        "  plan       at {}: {} of KV in {} tensors; {} free, {} headroom, {} post-KV transient\n", at,
-                       format_bytes(uint_at(a, "kv_bytes")), uint_at(a, "tensors"),
-                       format_bytes(uint_at(a, "device_free_bytes")), format_bytes(uint_at(a, "headroom_bytes")),
-                       format_bytes(uint_at(a, "post_kv_transient_bytes")));
+                       bytes(e.kv_bytes), e.tensors.value_or(0), bytes(e.device_free_bytes), bytes(e.headroom_bytes),
+                       bytes(e.post_kv_transient_bytes));
         fmt::format_to(std::back_inserter(out),
                        "             {}: margin {}, deficit {}; device {}, host {} ({} at the end of each tensor; "
                        "granularity {})\n",
-                       string_at(a, "verdict"), format_signed_bytes(int_at(a, "margin_bytes")),
-                       format_bytes(uint_at(a, "deficit_bytes")), format_bytes(uint_at(a, "device_bytes")),
-                       format_bytes(uint_at(a, "host_bytes")), format_bytes(uint_at(a, "host_bytes_per_tensor")),
-                       format_bytes(uint_at(a, "granularity")));
-      } else if (event->name == "kv committed") {
-        fmt::format_to(
-            std::back_inserter(out), "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at,
-            string_at(a, "trigger"), format_bytes(uint_at(a, "device_bytes")), format_bytes(uint_at(a, "host_bytes")),
-            format_bytes(uint_at(a, "host_bytes_per_tensor")), format_signed_bytes(int_at(a, "margin_bytes")));
-        const nlohmann::json* peaks = member(a, "post_kv_peaks");
-        if (peaks == nullptr || !peaks->is_object() || peaks->empty()) continue;
+                       e.verdict, format_signed_bytes(e.margin_bytes.value_or(0)), bytes(e.deficit_bytes),
+                       bytes(e.device_bytes), bytes(e.host_bytes), bytes(e.host_bytes_per_tensor),
+                       bytes(e.granularity));
+      } else if (e.kind == Kind::committed) {
+        fmt::format_to(std::back_inserter(out),
+                       "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at, e.trigger,
+                       bytes(e.device_bytes), bytes(e.host_bytes), bytes(e.host_bytes_per_tensor),
+                       format_signed_bytes(e.margin_bytes.value_or(0)));
+        if (e.post_kv_peaks.empty()) continue;
         fmt::format_to(std::back_inserter(out), "  post-KV peaks: {:<12} {:>12} {:>12} {:>12}\n", "category",
                        "at KV end", "peak since", "difference");
-        std::vector<std::string> names;
-        for (const auto& [name, value] : peaks->items()) names.push_back(name);
-        std::stable_sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) {
-          return trace::category_rank(x) < trace::category_rank(y);
+        std::vector<trace::KvPostKvPeak> peaks = e.post_kv_peaks;
+        std::stable_sort(peaks.begin(), peaks.end(), [](const auto& x, const auto& y) {
+          return trace::category_rank(x.category) < trace::category_rank(y.category);
         });
-        for (const std::string& name : names) {
-          const nlohmann::json& p = peaks->at(name);
-          const std::uint64_t start = uint_at(p, "at_kv_end");
-          const std::uint64_t peak = uint_at(p, "peak");
-          fmt::format_to(std::back_inserter(out), "                 {:<12} {:>12} {:>12} {:>12}\n", name,
+        for (const trace::KvPostKvPeak& p : peaks) {
+          const std::uint64_t start = p.at_kv_end.value_or(0);
+          const std::uint64_t peak = p.peak.value_or(0);
+          fmt::format_to(std::back_inserter(out), "                 {:<12} {:>12} {:>12} {:>12}\n", p.category,
                          format_bytes(start), format_bytes(peak), format_signed_bytes(difference(peak, start)));
         }
       }

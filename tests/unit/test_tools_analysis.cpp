@@ -14,6 +14,7 @@
 #include "tools/diff.h"
 #include "tools/merge.h"
 #include "tools/plot.h"
+#include "tools/report.h"
 #include "tools/report_json.h"
 #include "tools/trace/trace_reader.h"
 #include "tools/what_if.h"
@@ -187,6 +188,31 @@ TEST(WhatIf, ReplaysTheTracedPlanAtItsOwnShareAndMovesTheKvLinearlyWithTheShare)
                    analyse(kvremap::trace::parse_trace(startup(), "s")),
                    {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt}),
                std::invalid_argument);
+}
+
+// The analysing commands read allocations and frees as compact steps and hot lines with the scanner;
+// their report, report --json and plot must be what the full records give.
+TEST(Analysis, CompactStepsGiveTheFiguresOfTheFullRecords) {
+  std::ifstream file(std::string(KVREMAP_SOURCE_DIR) + "/tests/data/traces/complete.json");
+  std::stringstream complete;
+  complete << file.rdbuf();
+  ASSERT_FALSE(complete.str().empty());
+  const kvremap::trace::ReadOptions compact{
+      .keep_raw_events = false, .keep_every_counter_sample = false, .memory_timeline_only = true};
+  for (const std::string& text : std::vector<std::string>{startup(), planned_start(0.5), complete.str()}) {
+    const kvremap::trace::Trace full = kvremap::trace::parse_trace(text, "t");
+    const kvremap::trace::Trace steps = kvremap::trace::parse_trace(text, "t", compact);
+    ASSERT_TRUE(steps.memory.has_value());
+    EXPECT_TRUE(steps.allocs.empty());
+    EXPECT_EQ(steps.memory->steps.size(), full.allocs.size() + full.frees.size() + full.graph_execs.size() +
+                                              full.modules.size());
+    const ProcessFigures a = analyse(full);
+    const ProcessFigures b = analyse(steps);
+    EXPECT_EQ(kvremap::report::report_json(a).dump(), kvremap::report::report_json(b).dump());
+    EXPECT_EQ(kvremap::report::render_report(full), kvremap::report::render_report(steps));
+    EXPECT_EQ(kvremap::report::render_phase_attribution(a), kvremap::report::render_phase_attribution(b));
+    EXPECT_EQ(kvremap::plot::render_html({a}), kvremap::plot::render_html({b}));
+  }
 }
 
 TEST(TraceReader, ReportsProgressByBytesReadUpToTheFilesSize) {

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "tools/trace/hot_line.h"
 #include "tools/trace/json_access.h"
+#include "tools/trace/kv_events.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
@@ -651,3 +653,202 @@ TEST(TraceReaderRobustness, ProblemsStayOneLineWhateverTheNamesHold) {
   for (const std::string& p : problems)
     for (const char c : p) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << p;
 }
+
+// The hot-line scanner against the JSON parser: every hot event kind in the writer's exact shape,
+// mistyped and odd variants, and each line cut at every byte, must read the same or fail the same.
+namespace {
+
+// The writer's hot lines (interpose/trace/trace_events.cpp format_hot_record), then the synthetic
+// trace's key order.
+const std::vector<std::string> kWriterHotLines = {
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":1.500,"args":{"api":"cudaMalloc","ptr":"0x7f0000200000","bytes":2097152,"device":0,"category":"other","phase":"loading","caller":"libc10_cuda.so"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":2.250,"args":{"api":"cuMemAlloc_v2","ptr":"0x7f0000400000","bytes":4096,"device":1,"category":"kv","phase":"kv_allocation"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"free","s":"t","ts":3.000,"args":{"api":"cudaFree","ptr":"0x7f0000200000","bytes":2097152,"device":0,"category":"other"}})",
+    R"({"ph":"X","cat":"alloc","pid":7,"tid":10,"name":"alloc","ts":4.001,"dur":0.999,"args":{"api":"cudaMalloc","ptr":"0x7f0000600000","bytes":512,"device":0,"category":"other","phase":"loading","free_api":"cudaFree"}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":5.000,"name":"device 0 bytes","args":{"kv":0,"graph_pool":0,"graph_exec":0,"module":0,"async_pool":0,"vmm":0,"other":2097152}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":6.000,"name":"device 0 bytes","args":{"kv":4096,"graph_pool":0,"graph_exec":0,"module":0,"async_pool":0,"vmm":0,"other":0}})",
+    R"({"ph":"i","cat":"alloc","name":"alloc","pid":4242,"tid":4242,"ts":1000,"s":"t","args":{"api":"cudaMalloc","ptr":"0x7f0000000000","bytes":2097152,"device":0,"category":"other","phase":"loading","caller":"libc10_cuda.so"}})",
+    R"({"ph":"C","cat":"memory","name":"device 0 bytes","pid":4242,"tid":4242,"ts":1000,"args":{"kv":0,"other":2097152}})",
+};
+
+// Variants the scanner must leave to the parser or read exactly as it does.
+const std::vector<std::string> kOddHotLines = {
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":7.000,"args":{"api":5,"ptr":"0x1","bytes":"many","device":"0","category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":18446744073709551615,"name":"free","s":"t","ts":8,"args":{"ptr":"0x1","bytes":18446744073709551615,"device":9223372036854775808,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":9.5e0,"args":{"ptr":"0x2","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":1e999,"args":{"ptr":"0x2","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":010,"args":{"ptr":"0x2","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":-1,"args":{"ptr":"0x2","bytes":-1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":1.,"args":{"ptr":"0x2","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":11,"args":{"ptr":"0x\u0032","bytes":1,"category":"oth\"er"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":12,"args":{"ptr":"0x3","bytes":1,"bytes":2,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","name":"free","ts":13,"args":{"ptr":"0x3","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","ts":14,"extra":1,"args":{"ptr":"0x3","bytes":1,"category":"other"}})",
+    R"({ "ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","ts":15,"args":{"ptr":"0x3","bytes":1,"category":"other"}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","ts":16,"args":{"ptr":"0x3","bytes":1.5,"category":["other"]}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","ts":17,"args":{"ptr":"0x3","bytes":true,"category":null}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","ts":18})",
+    R"({"ph":"i","cat":"alloc","pid":7,"name":"alloc","ts":19,"args":{"ptr":"0x3","bytes":1}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","args":{"ptr":"0x3","bytes":1}})",
+    R"({"ph":"B","cat":"alloc","pid":7,"tid":9,"name":"free","ts":20,"args":{"ptr":"0x3","bytes":1}})",
+    R"({"ph":"X","cat":"alloc","pid":7,"tid":9,"name":"free","ts":21,"dur":1,"args":{"ptr":"0x3","bytes":1}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":22,"name":"device 1x bytes","args":{"kv":1}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":23,"name":"device 999999999 bytes","args":{"kv":1}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":24,"name":"device 0 bytes","args":{"kv":"1","other":3}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":25,"name":"device 0 bytes","args":{}})",
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":26,"name":"device 0 bytes","args":{"kv":1,"vmm":2}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":27,"args":{"ptr":"0x4","bytes":1,"category":"caf)"
+    "\xc3\xa9"
+    R"("}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":28,"args":{"ptr":"0x4","bytes":1}}})",
+    R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":29,"args":{"ptr":"0x4","bytes":1}}x)",
+};
+
+// Everything the reader made of a trace, as text, so that two reads compare in one assertion.
+std::string describe(const Trace& trace) {
+  std::string out;
+  const auto ref = [](const kvremap::trace::EventRef& e) {
+    return std::to_string(e.index) + "@" + std::to_string(e.line) + " ts " + std::to_string(e.ts_us) + " tid " +
+           std::to_string(e.tid);
+  };
+  const auto memory = [&](const char* what, const kvremap::trace::MemoryEvent& m) {
+    out += std::string(what) + " " + ref(m.event) + " " + m.api + "|" + m.ptr + "|" + std::to_string(m.bytes) + "|" +
+           std::to_string(m.device) + "|" + m.category + "|" + m.phase + "|" + m.caller + "|" +
+           std::to_string(m.lifetime) + "\n";
+  };
+  for (const auto& m : trace.allocs) memory("alloc", m);
+  for (const auto& m : trace.frees) memory("free", m);
+  for (const auto& c : trace.counters) {
+    out += "counter " + ref(c.event) + " device " + std::to_string(c.device);
+    for (const auto& [name, bytes] : c.bytes_by_category) out += " " + name + "=" + std::to_string(bytes);
+    out += "\n";
+  }
+  for (const auto& o : trace.other_events)
+    out += "other " + ref(o.event) + " " + o.ph + "|" + o.cat + "|" + o.name + "|" + o.args.dump() + "\n";
+  if (trace.memory) {
+    for (const auto& s : trace.memory->steps) {
+      out += "step " + std::to_string(s.ts_us) + " " + std::to_string(s.order) + " " +
+             trace.memory->name(s.key) + " " + trace.memory->name(s.category) + " " + trace.memory->name(s.caller) +
+             " " + std::to_string(s.bytes) + " " + std::to_string(s.device) + " " +
+             std::to_string(static_cast<int>(s.kind)) + " " + std::to_string(s.release) + "\n";
+    }
+  }
+  out += "events " + std::to_string(trace.event_count) + " truncated " + std::to_string(trace.truncated) +
+         " complete " + std::to_string(trace.complete) + "\n";
+  return out;
+}
+
+// The trace as read, or the error it gave.
+std::string outcome(const std::string& text, bool scan, bool timeline_only, bool every_counter) {
+  kvremap::trace::ReadOptions options;
+  options.keep_raw_events = false;
+  options.scan_hot_lines = scan;
+  options.memory_timeline_only = timeline_only;
+  options.keep_every_counter_sample = every_counter;
+  try {
+    return describe(parse_trace(text, "t.json", options));
+  } catch (const TraceError& error) {
+    return std::string("error: ") + error.what();
+  }
+}
+
+void expect_same_as_parser(const std::string& text) {
+  for (const bool timeline_only : {false, true}) {
+    for (const bool every_counter : {false, true}) {
+      EXPECT_EQ(outcome(text, true, timeline_only, every_counter), outcome(text, false, timeline_only, every_counter))
+          << text;
+    }
+  }
+}
+
+TEST(TraceReaderHotLines, ScannerTakesEveryWriterHotLine) {
+  for (const std::string& line : kWriterHotLines) {
+    kvremap::trace::detail::ScannedEvent event;
+    EXPECT_TRUE(kvremap::trace::detail::scan_hot_line(line, event)) << line;
+  }
+  kvremap::trace::detail::ScannedEvent event;
+  ASSERT_TRUE(kvremap::trace::detail::scan_hot_line(kWriterHotLines[3], event));
+  EXPECT_EQ(event.ph, "X");
+  EXPECT_EQ(event.ts_us, 4.001);
+  EXPECT_EQ(event.dur_us, 0.999);
+  EXPECT_EQ(event.tid, 10);
+  EXPECT_EQ(event.string_arg("free_api"), "cudaFree");
+  EXPECT_EQ(event.uint_arg("bytes"), 512U);
+  EXPECT_EQ(event.string_arg("bytes"), "");
+  EXPECT_EQ(event.uint_arg("api"), 0U);
+}
+
+TEST(TraceReaderHotLines, ScannerLeavesOtherEventsToTheParser) {
+  for (const std::string& line :
+       {kHeaderLine, std::string(R"({"ph":"i","cat":"checkpoint","name":"memory query","pid":7,"tid":7,"ts":1,"args":{}})"),
+        kOddHotLines[7], kOddHotLines[8], kOddHotLines[11], kOddHotLines[24]}) {
+    kvremap::trace::detail::ScannedEvent event;
+    EXPECT_FALSE(kvremap::trace::detail::scan_hot_line(line, event)) << line;
+  }
+}
+
+TEST(TraceReaderHotLines, ScannedTraceReadsAsParsed) {
+  std::vector<std::string> lines = kWriterHotLines;
+  lines.insert(lines.end(), kOddHotLines.begin(), kOddHotLines.end());
+  for (const std::string& line : lines) {
+    // Alone, closed and unclosed (a killed process), and between two good lines (an error if unparsable).
+    expect_same_as_parser(trace_text({line}));
+    expect_same_as_parser(trace_text({line}, false));
+    expect_same_as_parser(trace_text({kWriterHotLines[0], line, kWriterHotLines[2]}));
+  }
+  expect_same_as_parser(trace_text(lines));
+}
+
+TEST(TraceReaderHotLines, CutHotLinesReadAsParsed) {
+  for (const std::string& line : kWriterHotLines) {
+    for (std::size_t length = 0; length < line.size(); ++length) {
+      const std::string cut = line.substr(0, length);
+      // As a killed process's last line: the tail is ignored; followed by another line: the same error.
+      expect_same_as_parser(trace_text({kWriterHotLines[0], cut}, false));
+      expect_same_as_parser(trace_text({cut, kWriterHotLines[2]}));
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(TraceReaderKvEvents, ReadsEachKindOnceAndLeavesMistypedFieldsEmpty) {
+  const Trace trace = parse_trace(
+      trace_text({
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":1,"name":"kv deferred","s":"g","args":{"device":0,"regions":4,"tensor_bytes":1024,"deferred_bytes":4096,"scratch_bytes":2048}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":2,"name":"kv committed","s":"g","args":{"device":0,"kv_bytes":4096,"device_bytes":3072,"host_bytes":1024,"margin_bytes":-5,"trigger":"query","post_kv_peaks":{"other":{"at_kv_end":1,"peak":3,"peak_above":2}}}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":3,"name":"kv sizing adjusted","s":"g","args":{"shift_bytes":1.5,"profile":"p.json","device":"0"}})",
+          R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":4,"name":"kv something new","s":"g","args":{"device":1,"host_bytes":-1}})",
+          R"({"ph":"i","cat":"checkpoint","pid":7,"tid":7,"ts":5,"name":"memory query","s":"g","args":{"device":0}})",
+      }),
+      "kv.json");
+  const std::vector<kvremap::trace::KvEvent> events = kvremap::trace::kv_events(trace);
+  using Kind = kvremap::trace::KvEvent::Kind;
+  ASSERT_EQ(events.size(), 4U);
+  EXPECT_EQ(events[0].kind, Kind::deferred);
+  EXPECT_EQ(events[0].regions, 4U);
+  EXPECT_EQ(events[0].deferred_bytes, 4096U);
+  EXPECT_EQ(events[0].scratch_bytes, 2048U);
+  EXPECT_FALSE(events[0].kv_bytes.has_value());
+  EXPECT_EQ(events[1].kind, Kind::committed);
+  EXPECT_EQ(events[1].margin_bytes, -5);
+  EXPECT_EQ(events[1].trigger, "query");
+  EXPECT_TRUE(events[1].has_post_kv_peaks);
+  ASSERT_EQ(events[1].post_kv_peaks.size(), 1U);
+  EXPECT_EQ(events[1].post_kv_peaks[0].category, "other");
+  EXPECT_EQ(events[1].post_kv_peaks[0].peak_above, 2U);
+  EXPECT_EQ(events[1].event.ts_us, 2);
+  // A float or a string where an integer belongs is unknown, not truncated or zero.
+  EXPECT_EQ(events[2].kind, Kind::sizing_adjusted);
+  EXPECT_FALSE(events[2].shift_bytes.has_value());
+  EXPECT_FALSE(events[2].device.has_value());
+  EXPECT_EQ(events[2].profile, "p.json");
+  EXPECT_EQ(events[3].kind, Kind::other);
+  EXPECT_EQ(events[3].name, "kv something new");
+  EXPECT_EQ(events[3].device, 1);
+  EXPECT_FALSE(events[3].host_bytes.has_value());
+}
+
+}  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "policy/json_depth.h"
+#include "tools/trace/hot_line.h"
 #include "tools/trace/json_access.h"
 
 namespace kvremap::trace {
@@ -148,11 +149,47 @@ std::optional<int> counter_device(std::string_view name) {
   return device;
 }
 
+// A string member as a view into the parsed event, or "" (the event outlives the view's use).
+std::string_view view_at(const json& object, std::string_view key) {
+  const json* value = member(object, key);
+  return value != nullptr && value->is_string() ? std::string_view(value->get_ref<const std::string&>())
+                                                : std::string_view();
+}
+
+// The fields of an allocation or free, from the parsed JSON or from the hot-line scanner alike.
+struct MemoryFields {
+  std::string_view api;
+  std::string_view ptr;
+  std::string_view category;
+  std::string_view phase;
+  std::string_view caller;
+  std::string_view free_api;
+  std::uint64_t bytes = 0;
+  int device = 0;
+};
+
+MemoryFields memory_fields(const json& args) {
+  return MemoryFields{view_at(args, "api"),    view_at(args, "ptr"),    view_at(args, "category"),
+                      view_at(args, "phase"),  view_at(args, "caller"), view_at(args, "free_api"),
+                      uint_at(args, "bytes"), static_cast<int>(int_at(args, "device"))};
+}
+
+MemoryFields memory_fields(const detail::ScannedEvent& event) {
+  return MemoryFields{event.string_arg("api"),    event.string_arg("ptr"),    event.string_arg("category"),
+                      event.string_arg("phase"),  event.string_arg("caller"), event.string_arg("free_api"),
+                      event.uint_arg("bytes"),   static_cast<int>(event.int_arg("device"))};
+}
+
+const std::string kGraphExecCategory = "graph_exec";
+const std::string kModuleCategory = "module";
+
 // Files records into the typed vectors; anything not recognised is kept as an OtherEvent.
 class EventSorter {
  public:
-  EventSorter(Trace& trace, bool keep_every_counter_sample)
-      : trace_(trace), keep_every_counter_sample_(keep_every_counter_sample) {}
+  EventSorter(Trace& trace, const ReadOptions& options)
+      : trace_(trace), keep_every_counter_sample_(options.keep_every_counter_sample) {
+    if (options.memory_timeline_only) trace_.memory.emplace();
+  }
 
   void add(const json& event, std::size_t index, std::size_t line) {
     const EventRef ref = make_ref(event, index, line);
@@ -165,43 +202,47 @@ class EventSorter {
     }
   }
 
+  // A line detail::scan_hot_line() read; false when it is one the JSON path must file instead.
+  bool add_hot(const detail::ScannedEvent& event, std::size_t index, std::size_t line) {
+    const EventRef ref{index, line, event.ts_us, event.tid};
+    if (event.cat == "alloc") {
+      file_memory(event.name == "free", event.ph == "X", memory_fields(event), ref, event.dur_us);
+      return true;
+    }
+    const std::optional<int> device = counter_device(event.name);
+    if (!device) return false;
+    file_counter(*device, ref, [&event](std::map<std::string, std::uint64_t>& bytes) {
+      for (std::size_t i = 0; i < event.arg_count; ++i) {
+        const detail::ScannedValue& value = event.args[i];
+        bytes[std::string(value.key)] = value.is_string ? 0 : value.number;
+      }
+      return event.arg_count;
+    });
+    return true;
+  }
+
+  void finish() {
+    if (trace_.memory) trace_.memory->sort();
+  }
+
  private:
   bool sort_known(const json& event, const std::string& ph, const std::string& cat, const std::string& name,
                   const json& args, const EventRef& ref) {
     if (ph == "M") return sort_metadata(name, args);
     if (cat == "alloc" && (name == "alloc" || name == "free")) {
-      sort_memory(name == "free", args, ref);
-      if (name == "alloc" && ph == "X") {
-        // A lifetime: the free that ended it, at the end of the span. Summed in whole nanoseconds (the
-        // writer's resolution), so the end compares equal to the same instant written as a `ts`.
-        EventRef end = ref;
-        end.ts_us =
-            static_cast<double>(detail::ns_of_us(ref.ts_us) + detail::ns_of_us(number_at(event, "dur"))) / 1000.0;
-        sort_memory(true, args, end);
-        trace_.allocs.back().lifetime = trace_.frees.back().lifetime = true;
-        trace_.frees.back().api = string_at(args, "free_api");
-      }
+      file_memory(name == "free", name == "alloc" && ph == "X", memory_fields(args), ref, number_at(event, "dur"));
       return true;
     }
     if (cat == "memory" && ph == "C") {
       const std::optional<int> device = counter_device(name);
       if (!device) return false;
-      CounterSample sample{ref, *device, {}};
-      if (args.is_object()) {
+      file_counter(*device, ref, [&args](std::map<std::string, std::uint64_t>& bytes) {
+        if (!args.is_object()) return std::size_t{0};
         for (const auto& [category, value] : args.items()) {
-          sample.bytes_by_category.emplace(category,
-                                           detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0);
+          bytes[category] = detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0;
         }
-      }
-      if (!keep_every_counter_sample_) {
-        // Only the latest sample per device: what a killed process's last memory state needs.
-        for (CounterSample& kept : trace_.counters) {
-          if (kept.device != sample.device) continue;
-          if (sample.event.ts_us >= kept.event.ts_us) kept = std::move(sample);
-          return true;
-        }
-      }
-      trace_.counters.push_back(std::move(sample));
+        return args.size();
+      });
       return true;
     }
     if (cat == "checkpoint" && name == "memory query") {
@@ -218,12 +259,18 @@ class EventSorter {
       trace_.graph_execs.push_back(GraphExecEvent{ref, name == "graph exec destroy", string_at(args, "api"),
                                                   string_at(args, "exec"), uint_at(args, "bytes"),
                                                   static_cast<int>(int_at(args, "device"))});
+      const GraphExecEvent& exec = trace_.graph_execs.back();
+      add_step(MemoryStep::Kind::graph_exec, exec.event, false, exec.exec, kGraphExecCategory, "", exec.bytes,
+               exec.device, exec.destroyed);
       return true;
     }
     if (cat == "module" && (name == "module load" || name == "module unload")) {
       trace_.modules.push_back(ModuleEvent{ref, name == "module unload", string_at(args, "api"),
                                            string_at(args, "handle"), uint_at(args, "bytes"),
                                            static_cast<int>(int_at(args, "device"))});
+      const ModuleEvent& module = trace_.modules.back();
+      add_step(MemoryStep::Kind::module, module.event, false, module.handle, kModuleCategory, "", module.bytes,
+               module.device, module.unloaded);
       return true;
     }
     if (cat == "summary" && name == "summary") {
@@ -246,19 +293,68 @@ class EventSorter {
     return false;
   }
 
-  void sort_memory(bool is_free, const json& args, const EventRef& ref) {
+  // `fill` puts a sample's bytes per category into a map and returns how many members it had.
+  template <typename Fill>
+  void file_counter(int device, const EventRef& ref, Fill fill) {
+    if (!keep_every_counter_sample_) {
+      // Only the latest sample per device: what a killed process's last memory state needs.
+      for (CounterSample& kept : trace_.counters) {
+        if (kept.device != device) continue;
+        if (ref.ts_us < kept.event.ts_us) return;
+        kept.event = ref;
+        // The writer names the same categories in every sample; refilling in place saves the map's nodes.
+        const std::size_t before = kept.bytes_by_category.size();
+        if (fill(kept.bytes_by_category) != before || kept.bytes_by_category.size() != before) {
+          kept.bytes_by_category.clear();
+          fill(kept.bytes_by_category);
+        }
+        return;
+      }
+    }
+    CounterSample sample{ref, device, {}};
+    fill(sample.bytes_by_category);
+    trace_.counters.push_back(std::move(sample));
+  }
+
+  // An allocation lifetime (an "alloc" complete event) is also the free that ended it, at the end of
+  // the span. Summed in whole nanoseconds (the writer's resolution), so the end compares equal to the
+  // same instant written as a `ts`.
+  void file_memory(bool is_free, bool lifetime, const MemoryFields& fields, const EventRef& ref, double dur_us) {
+    EventRef end = ref;
+    if (lifetime) end.ts_us = static_cast<double>(detail::ns_of_us(ref.ts_us) + detail::ns_of_us(dur_us)) / 1000.0;
+    if (trace_.memory) {
+      add_step(MemoryStep::Kind::allocation, ref, false, fields.ptr, fields.category, is_free ? "" : fields.caller,
+               fields.bytes, fields.device, is_free);
+      if (lifetime)
+        add_step(MemoryStep::Kind::allocation, end, true, fields.ptr, fields.category, "", fields.bytes, fields.device,
+                 true);
+      return;
+    }
+    sort_memory(is_free, fields, ref);
+    if (!lifetime) return;
+    sort_memory(true, fields, end);
+    trace_.allocs.back().lifetime = trace_.frees.back().lifetime = true;
+    trace_.frees.back().api = fields.free_api;
+  }
+
+  void add_step(MemoryStep::Kind kind, const EventRef& ref, bool lifetime_end, std::string_view key,
+                std::string_view category, std::string_view caller, std::uint64_t bytes, int device, bool release) {
+    if (trace_.memory) trace_.memory->add(kind, ref, lifetime_end, key, category, caller, bytes, device, release);
+  }
+
+  void sort_memory(bool is_free, const MemoryFields& fields, const EventRef& ref) {
     MemoryEvent record;
     record.event = ref;
-    record.api = string_at(args, "api");
-    record.ptr = string_at(args, "ptr");
-    record.bytes = uint_at(args, "bytes");
-    record.device = static_cast<int>(int_at(args, "device"));
-    record.category = string_at(args, "category");
+    record.api = fields.api;
+    record.ptr = fields.ptr;
+    record.bytes = fields.bytes;
+    record.device = fields.device;
+    record.category = fields.category;
     if (is_free) {
       trace_.frees.push_back(std::move(record));
     } else {
-      record.phase = string_at(args, "phase");
-      record.caller = string_at(args, "caller");
+      record.phase = fields.phase;
+      record.caller = fields.caller;
       trace_.allocs.push_back(std::move(record));
     }
   }
@@ -333,7 +429,9 @@ bool is_metadata_named(const json& event, std::string_view name) {
 class TraceParser {
  public:
   TraceParser(std::string source, const ReadOptions& options)
-      : options_(options), sorter_(trace_, options.keep_every_counter_sample) {
+      : options_(options),
+        sorter_(trace_, options),
+        scan_hot_lines_(options.scan_hot_lines && !options.keep_raw_events && !options.on_event) {
     trace_.source = std::move(source);
   }
 
@@ -413,6 +511,12 @@ class TraceParser {
       hold_unparsed(line_number, "a separating ',' with no event after it");
       return;
     }
+    // Hot lines are all but a few of a large trace's; after the header they skip the JSON parser.
+    if (scan_hot_lines_ && header_seen_ && detail::scan_hot_line(line, scanned_) &&
+        (!options_.keep_records || sorter_.add_hot(scanned_, trace_.event_count, line_number))) {
+      ++trace_.event_count;
+      return;
+    }
     if (policy::json_nested_deeper_than(line, kMaxNestingDepth)) {
       throw TraceError(trace_.source, line_number,
                        "nested deeper than " + std::to_string(kMaxNestingDepth) +
@@ -489,12 +593,15 @@ class TraceParser {
       throw TraceError(trace_.source, last_line,
                        "not a kvremap trace: the file ends before the kvremap_trace metadata event");
     }
+    sorter_.finish();
     return std::move(trace_);
   }
 
   const ReadOptions& options_;
   Trace trace_;
   EventSorter sorter_;
+  bool scan_hot_lines_;
+  detail::ScannedEvent scanned_;
   Stage stage_ = Stage::before_open_bracket;
   bool header_seen_ = false;
   std::size_t unparsed_line_ = 0;
@@ -520,6 +627,36 @@ class FileDescriptor {
 std::string errno_text(int error) { return std::strerror(error); }
 
 }  // namespace
+
+std::uint32_t MemoryTimeline::id_of(std::string_view name) {
+  if (name.empty()) return 0;
+  const auto [entry, added] = ids.try_emplace(std::string(name), static_cast<std::uint32_t>(names.size()));
+  if (added) names.push_back(entry->first);
+  return entry->second;
+}
+
+void MemoryTimeline::add(MemoryStep::Kind kind, const EventRef& event, bool lifetime_end, std::string_view key,
+                         std::string_view category, std::string_view caller, std::uint64_t bytes, int device,
+                         bool release) {
+  MemoryStep step;
+  step.ts_us = event.ts_us;
+  step.bytes = bytes;
+  step.order = event.index * 2 + (lifetime_end ? 1 : 0);
+  step.key = id_of(key);
+  step.caller = id_of(caller);
+  step.category = id_of(category);
+  step.device = device;
+  step.kind = kind;
+  step.release = release;
+  steps.push_back(step);
+}
+
+void MemoryTimeline::sort() {
+  // `order` is unique per step, so the order is total and no stable sort is needed.
+  std::sort(steps.begin(), steps.end(), [](const MemoryStep& a, const MemoryStep& b) {
+    return a.ts_us != b.ts_us ? a.ts_us < b.ts_us : a.order < b.order;
+  });
+}
 
 Trace parse_trace(std::string_view text, std::string source_name, const ReadOptions& options) {
   return TraceParser(std::move(source_name), options).parse(text);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "policy/trace_schema.h"
@@ -184,11 +186,42 @@ struct Summary {
   std::map<std::string, std::string> options;
 };
 
+// One change of live bytes in compact form: an allocation or free, a graph executable or a module
+// coming or going. Strings are ids into MemoryTimeline::names, so a step is a few words whatever the trace.
+struct MemoryStep {
+  enum class Kind : std::uint8_t { allocation, graph_exec, module };
+  double ts_us = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t order = 0;    // 2 × the event's index, + 1 for a lifetime's free: file order, allocation first
+  std::uint32_t key = 0;      // the ptr, graph exec or module handle a release is matched by (with kind)
+  std::uint32_t caller = 0;   // allocations only; 0 ("") when not recorded
+  std::uint32_t category = 0;
+  std::int32_t device = 0;
+  Kind kind = Kind::allocation;
+  bool release = false;
+};
+
+// Every memory change of a trace in replay order: by timestamp, file order for equal ones (the writer
+// buffers events per thread, so file order interleaves threads in chunks, while timestamps come from
+// one monotonic clock).
+struct MemoryTimeline {
+  std::vector<std::string> names{std::string()};  // names[0] is ""
+  std::deque<MemoryStep> steps;                   // a deque: no doubling copy of a large trace's steps
+  std::unordered_map<std::string, std::uint32_t> ids;  // names back to their ids, while steps are added
+
+  std::uint32_t id_of(std::string_view name);
+  // A step of `event`; `lifetime_end` for the free an allocation lifetime ends with (ordered after it).
+  void add(MemoryStep::Kind kind, const EventRef& event, bool lifetime_end, std::string_view key,
+           std::string_view category, std::string_view caller, std::uint64_t bytes, int device, bool release);
+  const std::string& name(std::uint32_t id) const { return names[id]; }
+  void sort();
+};
+
 struct Trace {
   std::string source;  // file name (or the name given to parse_trace), used in every message
   Header header;
   std::map<int, std::uint64_t> device_total_bytes;  // from kvremap_device metadata events
-  std::vector<MemoryEvent> allocs;
+  std::vector<MemoryEvent> allocs;  // empty when read with ReadOptions::memory_timeline_only
   std::vector<MemoryEvent> frees;
   std::vector<Checkpoint> checkpoints;
   std::vector<PhaseChange> phase_changes;
@@ -198,6 +231,8 @@ struct Trace {
   std::vector<CounterSample> counters;
   std::vector<OtherEvent> other_events;
   std::optional<Summary> summary;
+  // With ReadOptions::memory_timeline_only: the allocations, frees, graph and module events in replay order.
+  std::optional<MemoryTimeline> memory;
   bool truncated = false;  // an incomplete last line was ignored
   bool complete = false;   // the closing ']' was seen
   std::string stopped;     // the writer's error when the file could not grow ("trace stopped"), or empty
@@ -223,6 +258,14 @@ struct ReadOptions {
   // device. Counters are about half of a large trace's events and each sample holds a map, while
   // the alloc/free/graph/module events carry every change anyway; a report needs only the last state.
   bool keep_every_counter_sample = true;
+  // With keep_records: allocations and frees go only to Trace::memory (about 48 bytes each), not to
+  // Trace::allocs/frees (a record with five strings each); graph and module events get a step there
+  // too and keep their records. What the analysing commands read.
+  bool memory_timeline_only = false;
+  // Read the writer's hot lines (allocations, frees, lifetimes, counters) with a dedicated scanner
+  // when neither raw events nor on_event need their JSON; false sends every line through the JSON
+  // parser (the tests compare the two).
+  bool scan_hot_lines = true;
   // read_trace() only: called after each block read from the file with the bytes read so far and
   // the file's size (0 when unknown, as for a pipe), so a tool can show progress on large traces.
   std::function<void(std::uint64_t bytes_read, std::uint64_t file_bytes)> on_progress = nullptr;
@@ -261,5 +304,9 @@ struct LiveBytesReplay {
   std::size_t frees_exceeding_live = 0;  // frees larger than the category's live bytes (clamped at 0)
 };
 LiveBytesReplay replay_live_bytes(const Trace& trace);
+
+// The trace's memory changes in replay order: Trace::memory when the reader built it, else built from
+// the typed records into `built`.
+const MemoryTimeline& memory_timeline(const Trace& trace, MemoryTimeline& built);
 
 }  // namespace kvremap::trace
