@@ -2,6 +2,7 @@
 // substitution that routes cudart through every wrapper of driver_hooks.h's table.
 #include "interpose/hooks/driver_hooks.h"
 
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "interpose/base/guard.h"
 #include "interpose/hooks/hook_enter.h"
 #include "interpose/hooks/hook_support.h"
+#include "interpose/hooks/proc_routing.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/driver/real.h"
 #include "interpose/trace/trace_writer.h"
@@ -23,10 +25,7 @@ KVREMAP_DRIVER_HOOKS(KVREMAP_DEFINE_REAL)
 
 namespace {
 
-// The newest CUDA version whose ABIs this table was written against: for queries above it the
-// table's version ranges are not trusted, and the ABI is confirmed by pointer identity instead.
-constexpr int kKnownCudaVersion = 13000;
-
+// Rows in the table's order, as proc_routes() lists them: a route's index is its hook's.
 const std::vector<DriverHook>& hooks() {
   static const std::vector<DriverHook>* table = new std::vector<DriverHook>{
 #define KVREMAP_HOOK_ROW(exp, base, first, next, per_thread) \
@@ -35,17 +34,6 @@ const std::vector<DriverHook>& hooks() {
 #undef KVREMAP_HOOK_ROW
   };
   return *table;
-}
-
-using Index = std::unordered_map<std::string_view, std::vector<const DriverHook*>>;
-
-const Index& by_base_name() {
-  static const Index* index = [] {
-    auto* i = new Index;
-    for (const DriverHook& h : hooks()) (*i)[h.base_name].push_back(&h);
-    return i;
-  }();
-  return *index;
 }
 
 const std::unordered_map<std::string_view, const DriverHook*>& by_export_name() {
@@ -57,9 +45,9 @@ const std::unordered_map<std::string_view, const DriverHook*>& by_export_name() 
   return *index;
 }
 
-bool same_abi(const DriverHook& h, int version, unsigned long long flags, void* real_fn) {
-  if (version < h.first_version) return false;
-  if (version <= kKnownCudaVersion) return h.next_version == 0 || version < h.next_version;
+// Above the versions the table knows, the answer has a route's ABI when it is the function the
+// real resolver gives for the route's first version.
+bool same_abi_as_first(const ProcRoute& h, unsigned long long flags, void* real_fn) {
   ProcAddressFn resolver = real_proc_address();
   if (!resolver) return false;
   void* reference = nullptr;
@@ -78,21 +66,15 @@ bool is_own_wrapper(void* fn) {
 
 namespace {
 
-std::atomic<std::uint64_t> g_routed_lookups{0};
-
 void* find_wrapper(std::string_view base_name, int version, unsigned long long flags, void* real_fn) {
-  auto it = by_base_name().find(base_name);
-  if (it == by_base_name().end() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
-  bool has_per_thread = false;
-  for (const DriverHook* h : it->second) has_per_thread |= h->per_thread;
-  const bool wants_per_thread = has_per_thread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-  for (const DriverHook* h : it->second) {
-    if (h->per_thread != wants_per_thread || !same_abi(*h, version, flags, real_fn)) continue;
-    h->real->store(real_fn, std::memory_order_release);
-    g_routed_lookups.fetch_add(1, std::memory_order_relaxed);
-    return h->wrapper;
-  }
-  return nullptr;
+  const std::span<const ProcRoute* const> named = routes_named(base_name);
+  if (named.empty() || !real_fn || is_own_wrapper(real_fn)) return nullptr;
+  const ProcRoute* route = route_for_query(named, version, flags, real_fn, same_abi_as_first);
+  if (!route) return nullptr;
+  const DriverHook& h = hooks()[static_cast<std::size_t>(route - proc_routes().data())];
+  h.real->store(real_fn, std::memory_order_release);
+  count_routed_lookup();
+  return h.wrapper;
 }
 
 }  // namespace
@@ -104,8 +86,6 @@ void* wrapper_for_query(std::string_view base_name, int version, unsigned long l
     return nullptr;  // out of memory building the index: the caller gets the real function
   }
 }
-
-std::uint64_t routed_lookups() { return g_routed_lookups.load(std::memory_order_relaxed); }
 
 const DriverHook* hook_for_export(std::string_view export_name) {
   try {

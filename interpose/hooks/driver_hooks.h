@@ -10,6 +10,7 @@
 
 #include "interpose/driver/real.h"
 #include "interpose/hooks/hook_export.h"
+#include "interpose/hooks/proc_routing.h"
 
 // Per-thread-stream exports that cuda.h does not declare in its default mode.
 KVREMAP_DECLARE_VARIANT(cuMemAllocAsync, cuMemAllocAsync_ptsz)
@@ -199,9 +200,6 @@ struct DriverHook {
 void* wrapper_for_query(std::string_view base_name, int version, unsigned long long flags, void* real_fn);
 // The wrapper for a dlsym of an exact export name on libcuda's handle, or nullptr.
 const DriverHook* hook_for_export(std::string_view export_name);
-// How many lookups (cuGetProcAddress, entry points, dlsym on libcuda) were answered with a wrapper:
-// the evidence, in the trace summary, that cudart's own driver calls are routed through kvremap.
-std::uint64_t routed_lookups();
 // True when `fn` is one of this library's own wrappers (never store those as real pointers).
 bool is_own_wrapper(void* fn);
 
