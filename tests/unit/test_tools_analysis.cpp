@@ -168,26 +168,34 @@ std::string planned_start(double utilization) {
   return t + "]\n";
 }
 
+// A replay at `share` (vLLM's flag unless named), with the traced start's headroom and chunk.
+kvremap::what_if::Settings at_share(double share, kvremap::what_if::ShareFlag flag =
+                                                        kvremap::what_if::ShareFlag::gpu_memory_utilization) {
+  kvremap::what_if::Settings settings;
+  settings.flag = flag;
+  settings.share = share;
+  return settings;
+}
+
 TEST(WhatIf, ReplaysTheTracedPlanAtItsOwnShareAndMovesTheKvLinearlyWithTheShare) {
   const ProcessFigures p = analyse(kvremap::trace::parse_trace(planned_start(0.5), "w"));
-  const auto same = kvremap::what_if::replay(
-      p, {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
+  const auto same = kvremap::what_if::replay(p, at_share(0.5));
   ASSERT_EQ(same.size(), 1u);
   EXPECT_EQ(same[0].kv_bytes, 400 * kMiB);
   EXPECT_EQ(same[0].plan.margin_bytes, static_cast<std::int64_t>(50 * kMiB));
   EXPECT_TRUE(same[0].stock_oom_phase.empty());
   // 0.1 more of a 1 GiB device is 102.4 MiB more KV, rounded down to 4 tensors x 2 MiB; stock needs the
   // 20 MiB post-KV transient beside it, 516 MiB of the 500 MiB free.
-  const auto more = kvremap::what_if::replay(
-      p, {.gpu_memory_utilization = 0.6, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt});
+  const auto more = kvremap::what_if::replay(p, at_share(0.6));
   EXPECT_EQ(more[0].kv_bytes, 496 * kMiB);
   EXPECT_EQ(more[0].plan.verdict, kvremap::policy::CommitVerdict::host_tail);
   EXPECT_EQ(more[0].plan.margin_bytes, -static_cast<std::int64_t>(46 * kMiB));
   EXPECT_EQ(more[0].stock_oom_phase, "post_kv_warmup");
-  EXPECT_THROW(kvremap::what_if::replay(
-                   analyse(kvremap::trace::parse_trace(startup(), "s")),
-                   {.gpu_memory_utilization = 0.5, .headroom_bytes = std::nullopt, .chunk_bytes = std::nullopt}),
+  EXPECT_THROW(kvremap::what_if::replay(analyse(kvremap::trace::parse_trace(startup(), "s")), at_share(0.5)),
                std::invalid_argument);
+  EXPECT_THROW(kvremap::what_if::replay(p, at_share(0.5, kvremap::what_if::ShareFlag::mem_fraction_static)),
+               std::invalid_argument)
+      << "a vLLM start replayed with SGLang's flag";
 }
 
 // The analysing commands read allocations and frees as compact steps and hot lines with the scanner;

@@ -185,6 +185,9 @@ SIMCUDART_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned in
 SIMCUDART_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
   return guarded([&] {
     if (cudaError_t e = ensure_context(); e != cudaSuccess) return e;
+    int n = 0;
+    if (cudaError_t e = call_driver(driver().cuDeviceGetCount, &n); e != cudaSuccess) return e;
+    if (peerDevice < 0 || peerDevice >= n) return cudaErrorInvalidDevice;
     return set_peer_access(current_device(), peerDevice, false);
   });
 }

@@ -7,11 +7,13 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/ptsz_api.h"
@@ -944,4 +946,99 @@ TEST_F(Runtime, PinnedHostMemoryAndStreamPriorities) {
   EXPECT_EQ(priority, -5) << "clamped to the greatest priority";
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strided and peer copies, 2D sets, peer access and device properties.
+
+TEST_F(Runtime, Memcpy2DAndMemset2DMoveExactlyTheirRows) {
+  void* device = nullptr;
+  size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(&device, &pitch, 100, 4), cudaSuccess);
+  ASSERT_GE(pitch, 100u);
+  ASSERT_EQ(cudaMemset2D(device, pitch, 0, pitch, 4), cudaSuccess);
+  EXPECT_EQ(cudaMemset2D(device, pitch, 0x5a, 100, 3), cudaSuccess);
+  std::vector<unsigned char> all(pitch * 4);
+  ASSERT_EQ(cudaMemcpy(all.data(), device, all.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t row = 0; row < 4; ++row)
+    for (size_t col = 0; col < pitch; ++col)
+      ASSERT_EQ(all[row * pitch + col], row < 3 && col < 100 ? 0x5a : 0) << row << "," << col;
+
+  // Host rows of 64 bytes every 80 into the device rows, and back into a packed buffer.
+  std::vector<unsigned char> src(80 * 4);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i + 1);
+  EXPECT_EQ(cudaMemcpy2D(device, pitch, src.data(), 80, 64, 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<unsigned char> packed(64 * 4, 0);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy2DAsync(packed.data(), 64, device, pitch, 64, 4, cudaMemcpyDefault, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t row = 0; row < 4; ++row)
+    EXPECT_EQ(std::memcmp(&packed[row * 64], &src[row * 80], 64), 0) << row;
+  EXPECT_EQ(cudaMemset2DAsync(device, pitch, 1, 8, 2, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_GT(simcuda_call_count("cuMemsetD2D8Async"), 0u) << "through the driver's 2D set";
+
+  EXPECT_EQ(cudaMemcpy2D(device, pitch, src.data(), 80, 81, 4, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue)
+      << "wider than the source pitch";
+  EXPECT_EQ(cudaMemcpy2D(device, pitch, src.data(), 80, 64, 4, static_cast<cudaMemcpyKind>(9)),
+            cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaMemcpy2D(device, pitch, src.data(), 80, 0, 4, cudaMemcpyHostToDevice), cudaSuccess) << "nothing";
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+}
+
+TEST_F(Runtime, PeerCopiesAndPeerAccessNameDevices) {
+  reset("SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB SIMCUDA_GRANULARITY=2MiB");
+  void* on0 = nullptr;
+  void* on1 = nullptr;
+  ASSERT_EQ(cudaMalloc(&on0, 4096), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&on1, 4096), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaMemset(on0, 0x3c, 4096), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyPeer(on1, 1, on0, 0, 4096), cudaSuccess);
+  std::vector<unsigned char> back(4096, 0);
+  ASSERT_EQ(cudaMemcpy(back.data(), on1, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](unsigned char v) { return v == 0x3c; }));
+  EXPECT_EQ(cudaMemcpyPeerAsync(on0, 0, on1, 1, 4096, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyPeer(on1, 5, on0, 0, 16), cudaErrorInvalidDevice);
+
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice) << "a device is not its own peer";
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 1), cudaErrorInvalidValue) << "flags must be 0";
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+  EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+  EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+  EXPECT_EQ(cudaFree(on0), cudaSuccess);
+  EXPECT_EQ(cudaFree(on1), cudaSuccess);
+}
+
+TEST_F(Runtime, DevicePropertiesComeFromTheDriver) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  char name[256] = {};
+  CUdevice device = 0;
+  ASSERT_EQ(cuDeviceGet(&device, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetName(name, sizeof name, device), CUDA_SUCCESS);
+  EXPECT_STREQ(prop.name, name);
+  size_t total = 0;
+  ASSERT_EQ(cuDeviceTotalMem(&total, device), CUDA_SUCCESS);
+  EXPECT_EQ(prop.totalGlobalMem, total);
+  CUuuid uuid{};
+  ASSERT_EQ(cuDeviceGetUuid(&uuid, device), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(prop.uuid.bytes, uuid.bytes, sizeof uuid.bytes), 0);
+  for (const auto& [field, attribute] :
+       {std::pair{prop.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+        std::pair{prop.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+        std::pair{prop.multiProcessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+        std::pair{prop.warpSize, CU_DEVICE_ATTRIBUTE_WARP_SIZE}}) {
+    int value = -1;
+    ASSERT_EQ(cuDeviceGetAttribute(&value, attribute, device), CUDA_SUCCESS);
+    EXPECT_EQ(field, value) << attribute;
+  }
+  EXPECT_GT(prop.major, 0);
+  EXPECT_EQ(cudaGetDeviceProperties(nullptr, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, 3), cudaErrorInvalidDevice);
 }

@@ -96,6 +96,12 @@ void add_device_and_error_cases(std::vector<Case>& c) {
     int v = 0;
     return f(&v, cudaDevAttrWarpSize, 9);
   });
+  add<decltype(cudaGetDeviceProperties)>(c, {"cudaGetDeviceProperties"}, "NULL properties", kValue,
+                                         [](auto f, Env&) { return f(nullptr, 0); });
+  add<decltype(cudaGetDeviceProperties)>(c, {"cudaGetDeviceProperties"}, "bad ordinal", kDevice, [](auto f, Env&) {
+    cudaDeviceProp prop{};
+    return f(&prop, 1);
+  });
   // No arguments to get wrong: called while a capture is invalid they must still answer.
   add<decltype(cudaDeviceSynchronize)>(c, {"cudaDeviceSynchronize"}, "no arguments", cudaSuccess,
                                        [](auto f, Env&) { return f(); });
@@ -218,6 +224,42 @@ void add_memory_cases(std::vector<Case>& c) {
                                  [](auto f, Env& e) { return f(e.alloc, 0, kHuge, e.stream); });
   add<decltype(cudaMemsetAsync)>(c, memset_async, "unknown stream", kHandle,
                                  [](auto f, Env& e) { return f(e.alloc, 0, 16, e.bogus<cudaStream_t>()); });
+  const auto memcpy_2d = {"cudaMemcpy2D", "cudaMemcpy2D_ptds"};
+  add<decltype(cudaMemcpy2D)>(c, memcpy_2d, "kind out of range", cudaErrorInvalidMemcpyDirection, [](auto f, Env& e) {
+    return f(e.alloc, 64, e.host, 64, 16, 2, out_of_range<cudaMemcpyKind>());
+  });
+  add<decltype(cudaMemcpy2D)>(c, memcpy_2d, "width above the source pitch", cudaErrorInvalidPitchValue,
+                              [](auto f, Env& e) { return f(e.alloc, 64, e.host, 8, 16, 2, cudaMemcpyHostToDevice); });
+  add<decltype(cudaMemcpy2D)>(c, memcpy_2d, "NULL destination", kValue,
+                              [](auto f, Env& e) { return f(nullptr, 64, e.host, 64, 16, 2, cudaMemcpyHostToDevice); });
+  const auto memcpy_2d_async = {"cudaMemcpy2DAsync", "cudaMemcpy2DAsync_ptsz"};
+  add<decltype(cudaMemcpy2DAsync)>(c, memcpy_2d_async, "width above the destination pitch", cudaErrorInvalidPitchValue,
+                                   [](auto f, Env& e) {
+                                     return f(e.alloc, 8, e.host, 64, 16, 2, cudaMemcpyHostToDevice, e.stream);
+                                   });
+  add<decltype(cudaMemcpy2DAsync)>(c, memcpy_2d_async, "unknown stream", kHandle, [](auto f, Env& e) {
+    return f(e.alloc, 64, e.host, 64, 16, 2, cudaMemcpyHostToDevice, e.bogus<cudaStream_t>());
+  });
+  const auto memset_2d = {"cudaMemset2D", "cudaMemset2D_ptds"};
+  add<decltype(cudaMemset2D)>(c, memset_2d, "width above the pitch", cudaErrorInvalidPitchValue,
+                              [](auto f, Env& e) { return f(e.alloc, 8, 0, 16, 2); });
+  add<decltype(cudaMemset2D)>(c, memset_2d, "host pointer", kValue, [](auto f, Env& e) { return f(e.host, 64, 0, 16, 2); });
+  const auto memset_2d_async = {"cudaMemset2DAsync", "cudaMemset2DAsync_ptsz"};
+  add<decltype(cudaMemset2DAsync)>(c, memset_2d_async, "width above the pitch", cudaErrorInvalidPitchValue,
+                                   [](auto f, Env& e) { return f(e.alloc, 8, 0, 16, 2, e.stream); });
+  add<decltype(cudaMemset2DAsync)>(c, memset_2d_async, "unknown stream", kHandle,
+                                   [](auto f, Env& e) { return f(e.alloc, 64, 0, 16, 2, e.bogus<cudaStream_t>()); });
+  const auto memcpy_peer = {"cudaMemcpyPeer", "cudaMemcpyPeer_ptds"};
+  add<decltype(cudaMemcpyPeer)>(c, memcpy_peer, "bad destination ordinal", kDevice,
+                                [](auto f, Env& e) { return f(e.alloc, 3, e.alloc, 0, 16); });
+  add<decltype(cudaMemcpyPeer)>(c, memcpy_peer, "NULL destination", kValue,
+                                [](auto f, Env& e) { return f(nullptr, 0, e.alloc, 0, 16); });
+  const auto memcpy_peer_async = {"cudaMemcpyPeerAsync", "cudaMemcpyPeerAsync_ptsz"};
+  add<decltype(cudaMemcpyPeerAsync)>(c, memcpy_peer_async, "bad source ordinal", kDevice,
+                                     [](auto f, Env& e) { return f(e.alloc, 0, e.alloc, -1, 16, e.stream); });
+  add<decltype(cudaMemcpyPeerAsync)>(c, memcpy_peer_async, "unknown stream", kHandle, [](auto f, Env& e) {
+    return f(e.alloc, 0, static_cast<char*>(e.alloc) + 64, 0, 16, e.bogus<cudaStream_t>());
+  });
   add<decltype(cudaIpcGetMemHandle)>(c, {"cudaIpcGetMemHandle"}, "NULL handle", kValue,
                                      [](auto f, Env& e) { return f(nullptr, e.alloc); });
   add<decltype(cudaIpcGetMemHandle)>(c, {"cudaIpcGetMemHandle"}, "host pointer", kValue, [](auto f, Env& e) {
@@ -389,6 +431,16 @@ void add_event_ipc_and_peer_cases(std::vector<Case>& c) {
   });
   add<decltype(cudaIpcCloseMemHandle)>(c, {"cudaIpcCloseMemHandle"}, "memory this process allocated", kValue,
                                        [](auto f, Env& e) { return f(e.alloc); });
+  add<decltype(cudaDeviceEnablePeerAccess)>(c, {"cudaDeviceEnablePeerAccess"}, "itself", kDevice,
+                                            [](auto f, Env&) { return f(0, 0); });
+  add<decltype(cudaDeviceEnablePeerAccess)>(c, {"cudaDeviceEnablePeerAccess"}, "flags not 0", kValue,
+                                            [](auto f, Env&) { return f(0, 1); });
+  add<decltype(cudaDeviceEnablePeerAccess)>(c, {"cudaDeviceEnablePeerAccess"}, "bad peer ordinal", kDevice,
+                                            [](auto f, Env&) { return f(4, 0); });
+  add<decltype(cudaDeviceDisablePeerAccess)>(c, {"cudaDeviceDisablePeerAccess"}, "bad peer ordinal", kDevice,
+                                             [](auto f, Env&) { return f(4); });
+  add<decltype(cudaDeviceDisablePeerAccess)>(c, {"cudaDeviceDisablePeerAccess"}, "never enabled",
+                                             cudaErrorPeerAccessNotEnabled, [](auto f, Env&) { return f(0); });
   add<decltype(cudaDeviceCanAccessPeer)>(c, {"cudaDeviceCanAccessPeer"}, "NULL result", kValue,
                                          [](auto f, Env&) { return f(nullptr, 0, 0); });
   add<decltype(cudaDeviceCanAccessPeer)>(c, {"cudaDeviceCanAccessPeer"}, "bad peer ordinal", kDevice, [](auto f, Env&) {
