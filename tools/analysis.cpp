@@ -193,6 +193,48 @@ const DeviceFigures* find_device(const ProcessFigures& process, int device) {
   return nullptr;
 }
 
+namespace {
+
+// The trace's out-of-memory snapshots of one device; a field of the wrong type reads as absent.
+std::vector<OomSnapshot> oom_snapshots(const trace::Trace& trace, int device) {
+  const auto unsigned_at = [](const nlohmann::json& object, const char* key) -> std::optional<std::uint64_t> {
+    const auto found = object.find(key);
+    if (found == object.end() || !found->is_number_unsigned()) return std::nullopt;
+    return found->get<std::uint64_t>();
+  };
+  const auto text_at = [](const nlohmann::json& object, const char* key) {
+    const auto found = object.find(key);
+    return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+  };
+  std::vector<OomSnapshot> out;
+  for (const trace::OtherEvent& e : trace.other_events) {
+    if (e.cat != "oom" || e.name != "oom snapshot" || !e.args.is_object()) continue;
+    if (unsigned_at(e.args, "device").value_or(UINT64_MAX) != static_cast<std::uint64_t>(device)) continue;
+    OomSnapshot s;
+    s.ts_us = e.event.ts_us;
+    s.phase = text_at(e.args, "phase");
+    s.api = text_at(e.args, "api");
+    s.caller = text_at(e.args, "caller");
+    s.requested_bytes = unsigned_at(e.args, "requested_bytes").value_or(0);
+    s.device_free_bytes = unsigned_at(e.args, "device_free_bytes");
+    s.live_total_bytes = unsigned_at(e.args, "live_total_bytes").value_or(0);
+    s.other_bytes = unsigned_at(e.args, "other_bytes").value_or(0);
+    if (const auto live = e.args.find("live_bytes"); live != e.args.end() && live->is_object())
+      for (const auto& [name, bytes] : live->items())
+        if (bytes.is_number_unsigned()) s.live[name] = bytes.get<std::uint64_t>();
+    if (const auto callers = e.args.find("top_callers"); callers != e.args.end() && callers->is_array())
+      for (const auto& c : *callers)
+        if (c.is_object())
+          s.top_callers.push_back(
+              {text_at(c, "caller"), unsigned_at(c, "bytes").value_or(0), unsigned_at(c, "allocations").value_or(0)});
+    out.push_back(std::move(s));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ts_us < b.ts_us; });
+  return out;
+}
+
+}  // namespace
+
 ProcessFigures analyse(const trace::Trace& trace) {
   ProcessFigures out;
   out.source = trace.source;
@@ -251,6 +293,7 @@ ProcessFigures analyse(const trace::Trace& trace) {
       f.categories_source = "events";
     }
     f.kv = kv_figures(kv_events, id);
+    f.oom_snapshots = oom_snapshots(trace, id);
     f.phases.resize(spans.size());
     open_phase(f.phases[0], replays[id], spans[0]);
   }

@@ -71,6 +71,26 @@ struct TimelinePoint {
 };
 inline constexpr std::size_t kTimelinePoints = 2000;
 
+// An allocation that failed for want of memory, the first in its phase: what was live then and who
+// held it (the trace's "oom snapshot").
+struct OomCaller {
+  std::string caller;
+  std::uint64_t bytes = 0;
+  std::uint64_t allocations = 0;
+};
+struct OomSnapshot {
+  double ts_us = 0;
+  std::string phase;
+  std::string api;
+  std::string caller;  // of the failing call, or empty
+  std::uint64_t requested_bytes = 0;
+  std::optional<std::uint64_t> device_free_bytes;
+  ByCategory live;
+  std::uint64_t live_total_bytes = 0;
+  std::vector<OomCaller> top_callers;  // largest first
+  std::uint64_t other_bytes = 0;       // live beyond the named callers
+};
+
 struct DeviceFigures {
   int device = 0;
   std::uint64_t total_bytes = 0;
@@ -79,6 +99,7 @@ struct DeviceFigures {
   std::map<std::string, trace::CategoryStats> categories;
   std::vector<PhaseFigures> phases;
   KvFigures kv;
+  std::vector<OomSnapshot> oom_snapshots;  // in time order
   std::vector<TimelinePoint> timeline;
 };
 

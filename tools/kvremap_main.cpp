@@ -105,8 +105,9 @@ int run_report(const std::vector<std::string>& paths, bool json) {
         all.push_back(kvremap::report::report_json(figures));
         continue;
       }
-      std::printf("%s%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str(),
-                  kvremap::report::render_phase_attribution(figures).c_str());
+      std::printf("%s%s%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str(),
+                  kvremap::report::render_phase_attribution(figures).c_str(),
+                  kvremap::report::render_oom_snapshots(figures).c_str());
       first = false;
     } catch (const std::exception& error) {
       print_read_failure("report", path, error);

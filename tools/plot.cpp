@@ -1,4 +1,4 @@
-// Writes the plot page: stacked areas, phase bands, peak/commit/query markers and a hover read-out (tools/plot.h).
+// Writes the plot page: stacked areas, phase bands, peak/commit/query/out-of-memory markers and a hover read-out (tools/plot.h).
 #include "tools/plot.h"
 
 #include <fmt/format.h>
@@ -200,6 +200,19 @@ void panel(std::string& out, std::size_t index, const analysis::ProcessFigures& 
                    "x=\"{3:.1f}\" y=\"{4}\">KV commit: {5} device, {6} host</text></g>\n",
                    fx(d.kv.commit_ts_us + offset_us), kTop, kTop + plot_h, axis.x(d.kv.commit_ts_us + offset_us) + 4,
                    kTop + 12, report::format_bytes(d.kv.device_bytes), report::format_bytes(d.kv.host_bytes));
+  // Out-of-memory snapshots: where an allocation failed, what it asked for, and who held the memory.
+  for (const analysis::OomSnapshot& s : d.oom_snapshots) {
+    std::string held;
+    for (const auto& c : s.top_callers)
+      held += fmt::format("{}{} {}", held.empty() ? "" : ", ", c.caller, report::format_bytes(c.bytes));
+    fmt::format_to(std::back_inserter(out),
+                   "<g class=\"oom\" data-phase=\"{0}\"><line x1=\"{1}\" x2=\"{1}\" y1=\"{2}\" y2=\"{3}\"/><text "
+                   "class=\"label\" x=\"{4:.1f}\" y=\"{5}\">out of memory: {6} of {7}</text><title>{0}: {6} of {7}; "
+                   "live {8}; held by {9}</title></g>\n",
+                   escape(s.phase), fx(s.ts_us + offset_us), kTop, kTop + plot_h, axis.x(s.ts_us + offset_us) + 4,
+                   kTop + 24, escape(s.api), report::format_bytes(s.requested_bytes),
+                   report::format_bytes(s.live_total_bytes), escape(held.empty() ? std::string("-") : held));
+  }
   // Memory queries: used per the driver, and per what the engine was told.
   for (const auto& c : p.checkpoints) {
     if (c.device != d.device || c.event.line == 0) continue;
@@ -277,6 +290,7 @@ h2{font-size:14px;margin:18px 0 4px}
 .capacity{stroke:#c62828;stroke-dasharray:6 3}
 .peak circle{fill:#000}
 .commit line{stroke:#2e7d32;stroke-width:2;stroke-dasharray:4 2}
+.oom line{stroke:#c62828;stroke-width:2}
 .query line{stroke:#6d4c41}
 .query rect{fill:#6d4c41}
 .query circle{fill:#fff;stroke:#6d4c41}

@@ -62,6 +62,22 @@ nlohmann::json kv_json(const analysis::KvFigures& kv) {
           {"trigger", kv.trigger}};
 }
 
+nlohmann::json oom_json(const analysis::OomSnapshot& s) {
+  nlohmann::json callers = nlohmann::json::array();
+  for (const auto& c : s.top_callers)
+    callers.push_back({{"caller", c.caller}, {"bytes", c.bytes}, {"allocations", c.allocations}});
+  return {{"ts_us", s.ts_us},
+          {"phase", s.phase},
+          {"api", s.api},
+          {"caller", s.caller},
+          {"requested_bytes", s.requested_bytes},
+          {"device_free_bytes", s.device_free_bytes ? nlohmann::json(*s.device_free_bytes) : nlohmann::json()},
+          {"live_bytes", by_category_json(s.live)},
+          {"live_total_bytes", s.live_total_bytes},
+          {"top_callers", callers},
+          {"other_bytes", s.other_bytes}};
+}
+
 }  // namespace
 
 nlohmann::json report_json(const analysis::ProcessFigures& process) {
@@ -70,13 +86,16 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
   for (const analysis::DeviceFigures& d : process.devices) {
     nlohmann::json phases = nlohmann::json::array();
     for (const auto& p : d.phases) phases.push_back(phase_json(p));
+    nlohmann::json oom = nlohmann::json::array();
+    for (const auto& s : d.oom_snapshots) oom.push_back(oom_json(s));
     devices.push_back({{"device", d.device},
                        {"total_bytes", d.total_bytes},
                        {"categories_source", d.categories_source},
                        {"events_agree", d.events_agree},
                        {"categories", categories_json(d.categories)},
                        {"phases", phases},
-                       {"kv", kv_json(d.kv)}});
+                       {"kv", kv_json(d.kv)},
+                       {"oom_snapshots", oom}});
   }
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const trace::Checkpoint& c : process.checkpoints) {
@@ -141,6 +160,30 @@ std::string render_phase_attribution(const analysis::ProcessFigures& process) {
       for (const auto& c : p.top_callers)
         callers += fmt::format("{}{} {}", callers.empty() ? "" : ", ", c.caller, format_bytes(c.bytes));
       fmt::format_to(std::back_inserter(out), "  {:<15} at the peak: {}\n", "", callers);
+    }
+  }
+  return out;
+}
+
+std::string render_oom_snapshots(const analysis::ProcessFigures& process) {
+  std::string out;
+  for (const analysis::DeviceFigures& d : process.devices) {
+    for (const analysis::OomSnapshot& s : d.oom_snapshots) {
+      fmt::format_to(std::back_inserter(out), "\nout of memory, device {}, phase {}, at {:.3f} s: {} of {}{}", d.device,
+                     s.phase, s.ts_us / 1e6, s.api, format_bytes(s.requested_bytes),
+                     s.caller.empty() ? std::string() : " by " + s.caller);
+      if (s.device_free_bytes) fmt::format_to(std::back_inserter(out), ", {} free", format_bytes(*s.device_free_bytes));
+      std::string live;
+      for (const auto& [name, bytes] : s.live)
+        if (bytes != 0) live += fmt::format("{}{} {}", live.empty() ? "" : ", ", name, format_bytes(bytes));
+      fmt::format_to(std::back_inserter(out), "\n  live {}: {}\n", format_bytes(s.live_total_bytes),
+                     live.empty() ? std::string("-") : live);
+      std::string held;
+      for (const auto& c : s.top_callers)
+        held += fmt::format("{}{} {} ({} allocations)", held.empty() ? "" : ", ", c.caller, format_bytes(c.bytes),
+                            c.allocations);
+      fmt::format_to(std::back_inserter(out), "  held by: {}{}{}\n", held, held.empty() ? "" : ", ",
+                     fmt::format("the rest {}", format_bytes(s.other_bytes)));
     }
   }
   return out;

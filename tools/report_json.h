@@ -16,4 +16,7 @@ nlohmann::json report_json(const analysis::ProcessFigures& process);
 // and the callers holding the most memory at the phase's peak.
 std::string render_phase_attribution(const analysis::ProcessFigures& process);
 
+// The text report's out-of-memory section: each snapshot's request, what was live and who held it.
+std::string render_oom_snapshots(const analysis::ProcessFigures& process);
+
 }  // namespace kvremap::report

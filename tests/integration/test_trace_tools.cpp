@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -493,4 +494,33 @@ TEST(TraceTools, WhatIfReplaysAnSglangStartAtOtherFractions) {
   const RunResult both = cli({"what-if", traced.traces[0], "--gpu-memory-utilization", "0.8", "--mem-fraction-static",
                               "0.8"});
   EXPECT_EQ(both.exit_code, 2) << both.err;
+}
+
+// Stock sizing at 0.95 runs out of memory after the KV burst: report (text and --json) and plot show
+// the trace's out-of-memory snapshot with the figures the library recorded.
+TEST(TraceTools, ReportAndPlotShowTheOutOfMemorySnapshot) {
+  const Start s = start_seed("0.95", "observe");
+  ASSERT_NE(s.run.exit_code, 0) << "stock sizing at 0.95 runs out of memory";
+  ASSERT_EQ(s.traces.size(), 1u);
+  const auto trace = kvremap::trace::read_trace(s.traces[0]);
+  json recorded;
+  for (const auto& e : trace.other_events)
+    if (e.cat == "oom" && e.name == "oom snapshot" && recorded.is_null()) recorded = e.args;
+  ASSERT_FALSE(recorded.is_null());
+  const json shown = report_json({s.traces[0]})[0]["devices"][0]["oom_snapshots"];
+  ASSERT_EQ(shown.size(), 1u) << shown.dump();
+  for (const char* key : {"phase", "api", "requested_bytes", "device_free_bytes", "live_total_bytes", "top_callers",
+                          "other_bytes"})
+    EXPECT_EQ(shown[0][key], recorded[key]) << key;
+  const RunResult text = cli({"report", s.traces[0]});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("out of memory, device 0, phase " + recorded["phase"].get<std::string>()), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(format_bytes(recorded["requested_bytes"].get<std::uint64_t>())), std::string::npos);
+  const std::string html = make_temp_dir() + "/oom.html";
+  ASSERT_EQ(cli({"plot", s.traces[0], "-o", html}).exit_code, 0);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<g class=\"oom\" data-phase=\"" + recorded["phase"].get<std::string>() + "\">"),
+            std::string::npos);
 }
