@@ -158,6 +158,20 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
+// Allocations from a named pool are stream-ordered allocations like the device's current pool's.
+#define KVREMAP_POOL_ALLOC_HOOKS(exp)                                                                            \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {               \
+    KVREMAP_ENTER(exp, dptr, bytes, pool, stream);                                                               \
+    CUresult r = real(dptr, bytes, pool, stream);                                                                \
+    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                               \
+      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocFromPoolAsync", __builtin_return_address(0)); \
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)                                                                      \
+      on_out_of_memory(bytes, "cuMemAllocFromPoolAsync", __builtin_return_address(0));                          \
+    return r;                                                                                                    \
+  }
+KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync)
+KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync_ptsz)
+
 #define KVREMAP_ASYNC_FREE_HOOKS(exp)                                                                                 \
   KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr dptr, CUstream stream) {                                     \
     KVREMAP_ENTER(exp, dptr, stream);                                                                                 \

@@ -15,6 +15,7 @@
 // Per-thread-stream exports that cuda.h does not declare in its default mode.
 KVREMAP_DECLARE_VARIANT(cuMemAllocAsync, cuMemAllocAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemFreeAsync, cuMemFreeAsync_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuStreamEndCapture, cuStreamEndCapture_ptsz)
 KVREMAP_DECLARE_VARIANT(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams_ptsz)
@@ -73,6 +74,8 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 0, true)                           \
   X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0, false)                                 \
   X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 0, true)                             \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0, false)               \
+  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 0, true)           \
   X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false)                                   \
   X(cuMemCreate, cuMemCreate, 10020, 0, false)                                       \
   X(cuMemRelease, cuMemRelease, 10020, 0, false)                                     \

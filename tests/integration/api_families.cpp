@@ -1,4 +1,4 @@
-// One small driver-API client per API family (events, streams, ipc, copies, host), run with and without kvremap.
+// One small driver-API client per API family (events, streams, ipc, copies, host, pools), run with and without kvremap.
 // Usage: api_families FAMILY. Prints "api_families: FAMILY ok allocated=BYTES" and exits 0, or names the failed check.
 #include <cuda.h>
 #include <sys/wait.h>
@@ -197,6 +197,37 @@ void host() {
   CU(cuMemFree(d));
 }
 
+// Stream-ordered allocation from a pool of its own and from the device's current pool.
+void pools() {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  CU(cuMemPoolCreate(&pool, &props));
+  cuuint64_t keep = 8 * kMiB;
+  CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  CUstream s = nullptr;
+  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr from_pool = 0, from_default = 0;
+  CU(cuMemAllocFromPoolAsync(&from_pool, 2 * kMiB, pool, s));
+  CU(cuMemAllocAsync(&from_default, kMiB, s));
+  g_allocated += 3 * kMiB;
+  CU(cuMemsetD8Async(from_pool, 3, 2 * kMiB, s));
+  cuuint64_t used = 0;
+  CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  CHECK(used == 2 * kMiB);
+  CU(cuMemFreeAsync(from_pool, s));
+  CU(cuMemFreeAsync(from_default, s));
+  CU(cuStreamSynchronize(s));
+  CU(cuMemPoolTrimTo(pool, 0));
+  cuuint64_t reserved = 1;
+  CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  CHECK(reserved == 0);
+  CU(cuMemPoolDestroy(pool));
+  CU(cuStreamDestroy(s));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,8 +246,10 @@ int main(int argc, char** argv) {
     copies();
   } else if (family == "host") {
     host();
+  } else if (family == "pools") {
+    pools();
   } else {
-    std::fprintf(stderr, "usage: api_families events|streams|ipc|copies|host\n");
+    std::fprintf(stderr, "usage: api_families events|streams|ipc|copies|host|pools\n");
     return 2;
   }
   CU(cuDevicePrimaryCtxRelease(0));

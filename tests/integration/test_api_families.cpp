@@ -26,7 +26,7 @@ struct Family {
 
 const Family kFamilies[] = {
     {"events", 3 * kMiB, 1}, {"streams", 5 * kMiB, 1}, {"ipc", 7 * kMiB, 1},
-    {"copies", 4 * kMiB, 2}, {"host", 1 * kMiB, 1},
+    {"copies", 4 * kMiB, 2}, {"host", 1 * kMiB, 1},  {"pools", 3 * kMiB, 2},
 };
 
 void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }

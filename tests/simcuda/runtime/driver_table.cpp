@@ -84,6 +84,17 @@ void resolve_all(DriverTable& t) {
   r.stream_ordered(t.cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020);
   r.stream_ordered(t.cuMemcpyPeer, "cuMemcpyPeer", 4000);
   r.stream_ordered(t.cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000);
+  r.plain(t.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020);
+  r.plain(t.cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020);
+  r.plain(t.cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020);
+  r.plain(t.cuMemPoolCreate, "cuMemPoolCreate", 11020);
+  r.plain(t.cuMemPoolDestroy, "cuMemPoolDestroy", 11020);
+  r.plain(t.cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020);
+  r.plain(t.cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020);
+  r.plain(t.cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020);
+  r.stream_ordered(t.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020);
+  r.plain(t.cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010);
+  r.plain(t.cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010);
   r.plain(t.cuDeviceGetName, "cuDeviceGetName", 2000);
   r.plain(t.cuDeviceTotalMem, "cuDeviceTotalMem", 3020);
   r.plain(t.cuDeviceGetUuid, "cuDeviceGetUuid", 11040);

@@ -67,6 +67,18 @@ struct DriverTable {
   StreamOrdered<PFN_cuMemsetD2D8Async_v3020> cuMemsetD2D8Async;
   StreamOrdered<PFN_cuMemcpyPeer_v4000> cuMemcpyPeer;
   StreamOrdered<PFN_cuMemcpyPeerAsync_v4000> cuMemcpyPeerAsync;
+  // Stream-ordered pools and IPC event handles.
+  PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool = nullptr;
+  PFN_cuDeviceGetMemPool_v11020 cuDeviceGetMemPool = nullptr;
+  PFN_cuDeviceSetMemPool_v11020 cuDeviceSetMemPool = nullptr;
+  PFN_cuMemPoolCreate_v11020 cuMemPoolCreate = nullptr;
+  PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy = nullptr;
+  PFN_cuMemPoolSetAttribute_v11020 cuMemPoolSetAttribute = nullptr;
+  PFN_cuMemPoolGetAttribute_v11020 cuMemPoolGetAttribute = nullptr;
+  PFN_cuMemPoolTrimTo_v11020 cuMemPoolTrimTo = nullptr;
+  StreamOrdered<PFN_cuMemAllocFromPoolAsync_v11020> cuMemAllocFromPoolAsync;
+  PFN_cuIpcGetEventHandle_v4010 cuIpcGetEventHandle = nullptr;
+  PFN_cuIpcOpenEventHandle_v4010 cuIpcOpenEventHandle = nullptr;
   // Device identity, for cudaGetDeviceProperties.
   PFN_cuDeviceGetName_v2000 cuDeviceGetName = nullptr;
   PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem = nullptr;

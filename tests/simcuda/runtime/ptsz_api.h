@@ -26,6 +26,7 @@ cudaError_t cudaMemcpyPeer_ptds(void* dst, int dstDevice, const void* src, int s
 cudaError_t cudaMemcpyPeerAsync_ptsz(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
                                      cudaStream_t stream);
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream);
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream);
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);

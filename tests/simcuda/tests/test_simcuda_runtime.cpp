@@ -1042,3 +1042,50 @@ TEST_F(Runtime, DevicePropertiesComeFromTheDriver) {
   EXPECT_EQ(cudaGetDeviceProperties(nullptr, 0), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetDeviceProperties(&prop, 3), cudaErrorInvalidDevice);
 }
+
+TEST_F(Runtime, PoolsAllocateStreamOrderedAndTrim) {
+  cudaMemPool_t default_pool = nullptr, current = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetMemPool(&current, 0), cudaSuccess);
+  EXPECT_EQ(current, default_pool);
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+  cuuint64_t keep = 16 * kMiB;
+  EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), cudaSuccess);
+  const unsigned long long before = simcuda_device_used_bytes(0);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 4 * kMiB, pool, nullptr), cudaSuccess);
+  EXPECT_EQ(simcuda_device_used_bytes(0), before + 4 * kMiB);
+  cuuint64_t used = 0;
+  EXPECT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), cudaSuccess);
+  EXPECT_EQ(used, 4 * kMiB);
+  EXPECT_EQ(cudaFreeAsync(p, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(simcuda_device_used_bytes(0), before + 4 * kMiB) << "idle under the release threshold";
+  EXPECT_EQ(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
+  EXPECT_EQ(simcuda_device_used_bytes(0), before);
+  EXPECT_EQ(cudaDeviceSetMemPool(0, pool), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetMemPool(&current, 0), cudaSuccess);
+  EXPECT_EQ(current, pool);
+  EXPECT_EQ(cudaDeviceSetMemPool(0, default_pool), cudaSuccess);
+  EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+  EXPECT_EQ(cudaMemPoolDestroy(default_pool), cudaErrorInvalidValue) << "the default pool stays";
+}
+
+TEST_F(Runtime, IpcEventHandlesNeedInterprocessEvents) {
+  cudaEvent_t timed = nullptr, shared = nullptr;
+  ASSERT_EQ(cudaEventCreate(&timed), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&shared, cudaEventInterprocess | cudaEventDisableTiming), cudaSuccess);
+  cudaIpcEventHandle_t handle{};
+  EXPECT_EQ(cudaIpcGetEventHandle(&handle, timed), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaIpcGetEventHandle(&handle, shared), cudaSuccess);
+  cudaEvent_t opened = nullptr;
+  EXPECT_EQ(cudaIpcOpenEventHandle(&opened, handle), cudaErrorDeviceUninitialized)
+      << "CUDA_ERROR_INVALID_CONTEXT: not in the exporting process";
+  EXPECT_EQ(cudaEventDestroy(timed), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(shared), cudaSuccess);
+}

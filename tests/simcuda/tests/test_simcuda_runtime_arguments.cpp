@@ -260,6 +260,45 @@ void add_memory_cases(std::vector<Case>& c) {
   add<decltype(cudaMemcpyPeerAsync)>(c, memcpy_peer_async, "unknown stream", kHandle, [](auto f, Env& e) {
     return f(e.alloc, 0, static_cast<char*>(e.alloc) + 64, 0, 16, e.bogus<cudaStream_t>());
   });
+  for (const char* name : {"cudaDeviceGetDefaultMemPool", "cudaDeviceGetMemPool"}) {
+    add<decltype(cudaDeviceGetMemPool)>(c, {name}, "NULL pool", kValue, [](auto f, Env&) { return f(nullptr, 0); });
+    add<decltype(cudaDeviceGetMemPool)>(c, {name}, "bad ordinal", kDevice, [](auto f, Env&) {
+      cudaMemPool_t pool = nullptr;
+      return f(&pool, 2);
+    });
+  }
+  add<decltype(cudaDeviceSetMemPool)>(c, {"cudaDeviceSetMemPool"}, "unknown pool", kValue,
+                                      [](auto f, Env& e) { return f(0, e.bogus<cudaMemPool_t>()); });
+  add<decltype(cudaDeviceSetMemPool)>(c, {"cudaDeviceSetMemPool"}, "bad ordinal", kDevice,
+                                      [](auto f, Env& e) { return f(3, e.bogus<cudaMemPool_t>()); });
+  add<decltype(cudaMemPoolCreate)>(c, {"cudaMemPoolCreate"}, "NULL properties", kValue, [](auto f, Env&) {
+    cudaMemPool_t pool = nullptr;
+    return f(&pool, nullptr);
+  });
+  add<decltype(cudaMemPoolCreate)>(c, {"cudaMemPoolCreate"}, "unpinned allocation type", kValue, [](auto f, Env&) {
+    cudaMemPool_t pool = nullptr;
+    cudaMemPoolProps props{};
+    props.location.type = cudaMemLocationTypeDevice;
+    return f(&pool, &props);
+  });
+  add<decltype(cudaMemPoolDestroy)>(c, {"cudaMemPoolDestroy"}, "unknown pool", kValue,
+                                    [](auto f, Env& e) { return f(e.bogus<cudaMemPool_t>()); });
+  for (const char* name : {"cudaMemPoolSetAttribute", "cudaMemPoolGetAttribute"}) {
+    add<decltype(cudaMemPoolSetAttribute)>(c, {name}, "unknown pool", kValue, [](auto f, Env& e) {
+      cuuint64_t value = 0;
+      return f(e.bogus<cudaMemPool_t>(), cudaMemPoolAttrReleaseThreshold, &value);
+    });
+  }
+  add<decltype(cudaMemPoolTrimTo)>(c, {"cudaMemPoolTrimTo"}, "unknown pool", kValue,
+                                   [](auto f, Env& e) { return f(e.bogus<cudaMemPool_t>(), 0); });
+  const auto from_pool = {"cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz"};
+  add<decltype(cudaMallocFromPoolAsync)>(c, from_pool, "NULL pointer", kValue, [](auto f, Env& e) {
+    return f(nullptr, 4096, e.bogus<cudaMemPool_t>(), e.stream);
+  });
+  add<decltype(cudaMallocFromPoolAsync)>(c, from_pool, "unknown pool", kValue, [](auto f, Env& e) {
+    void* p = nullptr;
+    return f(&p, 4096, e.bogus<cudaMemPool_t>(), e.stream);
+  });
   add<decltype(cudaIpcGetMemHandle)>(c, {"cudaIpcGetMemHandle"}, "NULL handle", kValue,
                                      [](auto f, Env& e) { return f(nullptr, e.alloc); });
   add<decltype(cudaIpcGetMemHandle)>(c, {"cudaIpcGetMemHandle"}, "host pointer", kValue, [](auto f, Env& e) {
@@ -431,6 +470,18 @@ void add_event_ipc_and_peer_cases(std::vector<Case>& c) {
   });
   add<decltype(cudaIpcCloseMemHandle)>(c, {"cudaIpcCloseMemHandle"}, "memory this process allocated", kValue,
                                        [](auto f, Env& e) { return f(e.alloc); });
+  add<decltype(cudaIpcGetEventHandle)>(c, {"cudaIpcGetEventHandle"}, "NULL handle", kValue,
+                                       [](auto f, Env& e) { return f(nullptr, e.bogus<cudaEvent_t>()); });
+  add<decltype(cudaIpcGetEventHandle)>(c, {"cudaIpcGetEventHandle"}, "unknown event", kHandle, [](auto f, Env& e) {
+    cudaIpcEventHandle_t h{};
+    return f(&h, e.bogus<cudaEvent_t>());
+  });
+  add<decltype(cudaIpcOpenEventHandle)>(c, {"cudaIpcOpenEventHandle"}, "NULL event", kValue,
+                                        [](auto f, Env&) { return f(nullptr, cudaIpcEventHandle_t{}); });
+  add<decltype(cudaIpcOpenEventHandle)>(c, {"cudaIpcOpenEventHandle"}, "zeroed handle", kHandle, [](auto f, Env&) {
+    cudaEvent_t event = nullptr;
+    return f(&event, cudaIpcEventHandle_t{});
+  });
   add<decltype(cudaDeviceEnablePeerAccess)>(c, {"cudaDeviceEnablePeerAccess"}, "itself", kDevice,
                                             [](auto f, Env&) { return f(0, 0); });
   add<decltype(cudaDeviceEnablePeerAccess)>(c, {"cudaDeviceEnablePeerAccess"}, "flags not 0", kValue,
