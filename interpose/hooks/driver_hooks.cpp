@@ -19,7 +19,7 @@
 
 namespace kvremap::interpose {
 
-#define KVREMAP_DEFINE_REAL(exp, base, first, next, per_thread) std::atomic<void*> g_real_##exp{nullptr};
+#define KVREMAP_DEFINE_REAL(exp, base, first, next, per_thread, kv) std::atomic<void*> g_real_##exp{nullptr};
 KVREMAP_DRIVER_HOOKS(KVREMAP_DEFINE_REAL)
 #undef KVREMAP_DEFINE_REAL
 
@@ -28,7 +28,7 @@ namespace {
 // Rows in the table's order, as proc_routes() lists them: a route's index is its hook's.
 const std::vector<DriverHook>& hooks() {
   static const std::vector<DriverHook>* table = new std::vector<DriverHook>{
-#define KVREMAP_HOOK_ROW(exp, base, first, next, per_thread) \
+#define KVREMAP_HOOK_ROW(exp, base, first, next, per_thread, kv) \
   {#exp, #base, first, next, per_thread, reinterpret_cast<void*>(&::exp), &g_real_##exp},
       KVREMAP_DRIVER_HOOKS(KVREMAP_HOOK_ROW)
 #undef KVREMAP_HOOK_ROW

@@ -65,126 +65,131 @@ extern "C" std::remove_pointer_t<PFN_cuMemcpy3DBatchAsync_v12080> cuMemcpy3DBatc
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 
 // X(export, base name asked of cuGetProcAddress, first CUDA version of this ABI, first version of
-//   the next ABI or 0, per-thread-stream variant)
+//   the next ABI or 0, per-thread-stream variant, KV role). The KV role (policy of docs/kv-deferral.md
+//   §3) says what the hook does about deferred KV: `place` may put the allocation in the KV arena,
+//   `free` releases KV tensors, `access` reaches memory by address (a copy, memset, export or range
+//   query: kv_touch commits KV it reaches first), `point` is an event the commit trigger reads
+//   (launches, captures, memory queries, module loads), `none` leaves KV alone (pitched, stream-ordered
+//   and VMM allocations are never KV candidates).
 #define KVREMAP_DRIVER_HOOKS(X)                                                      \
-  X(cuMemAlloc_v2, cuMemAlloc, 3020, 0, false)                                       \
-  X(cuMemFree_v2, cuMemFree, 3020, 0, false)                                         \
-  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, false)                             \
-  X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0, false)                               \
-  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 0, true)                           \
-  X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0, false)                                 \
-  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 0, true)                             \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0, false)               \
-  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 0, true)           \
-  X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false)                                   \
-  X(cuMemCreate, cuMemCreate, 10020, 0, false)                                       \
-  X(cuMemRelease, cuMemRelease, 10020, 0, false)                                     \
-  X(cuMemMap, cuMemMap, 10020, 0, false)                                             \
-  X(cuMemUnmap, cuMemUnmap, 10020, 0, false)                                         \
-  X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0, false)                       \
-  X(cuMemAddressFree, cuMemAddressFree, 10020, 0, false)                             \
-  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0, false)                  \
-  X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, true)              \
-  X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0, false)                         \
-  X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 0, true)                     \
-  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, false)       \
-  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0, false)     \
-  X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 0, true) \
-  X(cuGraphLaunch, cuGraphLaunch, 10000, 0, false)                                   \
-  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 0, true)                               \
-  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, false)                         \
-  X(cuModuleLoadData, cuModuleLoadData, 2000, 0, false)                              \
-  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0, false)                          \
-  X(cuModuleUnload, cuModuleUnload, 2000, 0, false)                                  \
-  X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0, false)                           \
-  X(cuLibraryUnload, cuLibraryUnload, 12000, 0, false)                               \
-  X(cuLaunchKernel, cuLaunchKernel, 4000, 0, false)                                  \
-  X(cuLaunchKernel_ptsz, cuLaunchKernel, 4000, 0, true)                              \
-  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0, false)                             \
-  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 0, true)                         \
-  X(cuMemcpy, cuMemcpy, 4000, 0, false)                                             \
-  X(cuMemcpy_ptds, cuMemcpy, 4000, 0, true)                                          \
-  X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0, false)                                    \
-  X(cuMemcpyAsync_ptsz, cuMemcpyAsync, 4000, 0, true)                                \
-  X(cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, 0, false)                                   \
-  X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 3020, 0, true)                               \
-  X(cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, 0, false)                                   \
-  X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 3020, 0, true)                               \
-  X(cuMemcpyDtoD_v2, cuMemcpyDtoD, 3020, 0, false)                                   \
-  X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 3020, 0, true)                               \
-  X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 3020, 0, false)                         \
-  X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 3020, 0, true)                     \
-  X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 3020, 0, false)                         \
-  X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 3020, 0, true)                     \
-  X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0, false)                         \
-  X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 3020, 0, true)                     \
-  X(cuMemsetD8_v2, cuMemsetD8, 3020, 0, false)                                       \
-  X(cuMemsetD8_v2_ptds, cuMemsetD8, 3020, 0, true)                                   \
-  X(cuMemsetD8Async, cuMemsetD8Async, 3020, 0, false)                                \
-  X(cuMemsetD8Async_ptsz, cuMemsetD8Async, 3020, 0, true)                            \
-  X(cuMemsetD16_v2, cuMemsetD16, 3020, 0, false)                                     \
-  X(cuMemsetD16_v2_ptds, cuMemsetD16, 3020, 0, true)                                 \
-  X(cuMemsetD32_v2, cuMemsetD32, 3020, 0, false)                                     \
-  X(cuMemsetD32_v2_ptds, cuMemsetD32, 3020, 0, true)                                 \
-  X(cuMemsetD2D8_v2, cuMemsetD2D8, 3020, 0, false)                                   \
-  X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8, 3020, 0, true)                               \
-  X(cuMemsetD2D16_v2, cuMemsetD2D16, 3020, 0, false)                                 \
-  X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16, 3020, 0, true)                             \
-  X(cuMemsetD2D32_v2, cuMemsetD2D32, 3020, 0, false)                                 \
-  X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32, 3020, 0, true)                             \
-  X(cuMemsetD16Async, cuMemsetD16Async, 3020, 0, false)                              \
-  X(cuMemsetD16Async_ptsz, cuMemsetD16Async, 3020, 0, true)                          \
-  X(cuMemsetD32Async, cuMemsetD32Async, 3020, 0, false)                              \
-  X(cuMemsetD32Async_ptsz, cuMemsetD32Async, 3020, 0, true)                          \
-  X(cuMemsetD2D8Async, cuMemsetD2D8Async, 3020, 0, false)                            \
-  X(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, 3020, 0, true)                        \
-  X(cuMemsetD2D16Async, cuMemsetD2D16Async, 3020, 0, false)                          \
-  X(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, 3020, 0, true)                      \
-  X(cuMemsetD2D32Async, cuMemsetD2D32Async, 3020, 0, false)                          \
-  X(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, 3020, 0, true)                      \
-  X(cuMemcpyDtoA_v2, cuMemcpyDtoA, 3020, 0, false)                                   \
-  X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA, 3020, 0, true)                               \
-  X(cuMemcpyAtoD_v2, cuMemcpyAtoD, 3020, 0, false)                                   \
-  X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD, 3020, 0, true)                               \
-  X(cuMemcpy2D_v2, cuMemcpy2D, 3020, 0, false)                                       \
-  X(cuMemcpy2D_v2_ptds, cuMemcpy2D, 3020, 0, true)                                   \
-  X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 3020, 0, false)                     \
-  X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 3020, 0, true)                 \
-  X(cuMemcpy3D_v2, cuMemcpy3D, 3020, 0, false)                                       \
-  X(cuMemcpy3D_v2_ptds, cuMemcpy3D, 3020, 0, true)                                   \
-  X(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 3020, 0, false)                             \
-  X(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 3020, 0, true)                         \
-  X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 3020, 0, false)                             \
-  X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 3020, 0, true)                         \
-  X(cuMemcpyPeer, cuMemcpyPeer, 4000, 0, false)                                      \
-  X(cuMemcpyPeer_ptds, cuMemcpyPeer, 4000, 0, true)                                  \
-  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, 0, false)                            \
-  X(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 4000, 0, true)                        \
-  X(cuMemcpy3DPeer, cuMemcpy3DPeer, 4000, 0, false)                                  \
-  X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 4000, 0, true)                              \
-  X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 4000, 0, false)                        \
-  X(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 4000, 0, true)                    \
-  X(cuMemcpyBatchAsync, cuMemcpyBatchAsync, 12080, 13000, false)                     \
-  X(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync, 12080, 13000, true)                 \
-  X(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync, 13000, 0, false)                      \
-  X(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync, 13000, 0, true)                  \
-  X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync, 12080, 13000, false)                 \
-  X(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync, 12080, 13000, true)             \
-  X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync, 13000, 0, false)                  \
-  X(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync, 13000, 0, true)              \
-  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0, false)                            \
-  X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0, false)                   \
-  X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0, false)                    \
-  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, 0, false)                  \
-  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0, false)       \
-  X(cuMemGetHandleForAddressRange, cuMemGetHandleForAddressRange, 11070, 0, false)   \
-  X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false)                         \
-  X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, false)
+  X(cuMemAlloc_v2, cuMemAlloc, 3020, 0, false, place)                                       \
+  X(cuMemFree_v2, cuMemFree, 3020, 0, false, free)                                          \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0, false, none)                              \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0, false, none)                                \
+  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 0, true, none)                            \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0, false, none)                                  \
+  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 0, true, none)                              \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0, false, none)                \
+  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 0, true, none)            \
+  X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false, point)                                   \
+  X(cuMemCreate, cuMemCreate, 10020, 0, false, none)                                        \
+  X(cuMemRelease, cuMemRelease, 10020, 0, false, none)                                      \
+  X(cuMemMap, cuMemMap, 10020, 0, false, none)                                              \
+  X(cuMemUnmap, cuMemUnmap, 10020, 0, false, none)                                          \
+  X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0, false, none)                        \
+  X(cuMemAddressFree, cuMemAddressFree, 10020, 0, false, none)                              \
+  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0, false, point)                  \
+  X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, true, point)              \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0, false, point)                         \
+  X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 0, true, point)                     \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, false, none)        \
+  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0, false, none)      \
+  X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 0, true, none)  \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, 0, false, point)                                   \
+  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 0, true, point)                               \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, false, none)                          \
+  X(cuModuleLoadData, cuModuleLoadData, 2000, 0, false, point)                              \
+  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0, false, point)                          \
+  X(cuModuleUnload, cuModuleUnload, 2000, 0, false, none)                                   \
+  X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0, false, point)                           \
+  X(cuLibraryUnload, cuLibraryUnload, 12000, 0, false, none)                                \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, 0, false, point)                                  \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, 4000, 0, true, point)                              \
+  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0, false, point)                             \
+  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, 0, true, point)                         \
+  X(cuMemcpy, cuMemcpy, 4000, 0, false, access)                                             \
+  X(cuMemcpy_ptds, cuMemcpy, 4000, 0, true, access)                                         \
+  X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0, false, access)                                   \
+  X(cuMemcpyAsync_ptsz, cuMemcpyAsync, 4000, 0, true, access)                               \
+  X(cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, 0, false, access)                                  \
+  X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 3020, 0, true, access)                              \
+  X(cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, 0, false, access)                                  \
+  X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 3020, 0, true, access)                              \
+  X(cuMemcpyDtoD_v2, cuMemcpyDtoD, 3020, 0, false, access)                                  \
+  X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 3020, 0, true, access)                              \
+  X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 3020, 0, false, access)                        \
+  X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 3020, 0, true, access)                    \
+  X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 3020, 0, false, access)                        \
+  X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 3020, 0, true, access)                    \
+  X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0, false, access)                        \
+  X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 3020, 0, true, access)                    \
+  X(cuMemsetD8_v2, cuMemsetD8, 3020, 0, false, access)                                      \
+  X(cuMemsetD8_v2_ptds, cuMemsetD8, 3020, 0, true, access)                                  \
+  X(cuMemsetD8Async, cuMemsetD8Async, 3020, 0, false, access)                               \
+  X(cuMemsetD8Async_ptsz, cuMemsetD8Async, 3020, 0, true, access)                           \
+  X(cuMemsetD16_v2, cuMemsetD16, 3020, 0, false, access)                                    \
+  X(cuMemsetD16_v2_ptds, cuMemsetD16, 3020, 0, true, access)                                \
+  X(cuMemsetD32_v2, cuMemsetD32, 3020, 0, false, access)                                    \
+  X(cuMemsetD32_v2_ptds, cuMemsetD32, 3020, 0, true, access)                                \
+  X(cuMemsetD2D8_v2, cuMemsetD2D8, 3020, 0, false, access)                                  \
+  X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8, 3020, 0, true, access)                              \
+  X(cuMemsetD2D16_v2, cuMemsetD2D16, 3020, 0, false, access)                                \
+  X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16, 3020, 0, true, access)                            \
+  X(cuMemsetD2D32_v2, cuMemsetD2D32, 3020, 0, false, access)                                \
+  X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32, 3020, 0, true, access)                            \
+  X(cuMemsetD16Async, cuMemsetD16Async, 3020, 0, false, access)                             \
+  X(cuMemsetD16Async_ptsz, cuMemsetD16Async, 3020, 0, true, access)                         \
+  X(cuMemsetD32Async, cuMemsetD32Async, 3020, 0, false, access)                             \
+  X(cuMemsetD32Async_ptsz, cuMemsetD32Async, 3020, 0, true, access)                         \
+  X(cuMemsetD2D8Async, cuMemsetD2D8Async, 3020, 0, false, access)                           \
+  X(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, 3020, 0, true, access)                       \
+  X(cuMemsetD2D16Async, cuMemsetD2D16Async, 3020, 0, false, access)                         \
+  X(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, 3020, 0, true, access)                     \
+  X(cuMemsetD2D32Async, cuMemsetD2D32Async, 3020, 0, false, access)                         \
+  X(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, 3020, 0, true, access)                     \
+  X(cuMemcpyDtoA_v2, cuMemcpyDtoA, 3020, 0, false, access)                                  \
+  X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA, 3020, 0, true, access)                              \
+  X(cuMemcpyAtoD_v2, cuMemcpyAtoD, 3020, 0, false, access)                                  \
+  X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD, 3020, 0, true, access)                              \
+  X(cuMemcpy2D_v2, cuMemcpy2D, 3020, 0, false, access)                                      \
+  X(cuMemcpy2D_v2_ptds, cuMemcpy2D, 3020, 0, true, access)                                  \
+  X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 3020, 0, false, access)                    \
+  X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 3020, 0, true, access)                \
+  X(cuMemcpy3D_v2, cuMemcpy3D, 3020, 0, false, access)                                      \
+  X(cuMemcpy3D_v2_ptds, cuMemcpy3D, 3020, 0, true, access)                                  \
+  X(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 3020, 0, false, access)                            \
+  X(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 3020, 0, true, access)                        \
+  X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 3020, 0, false, access)                            \
+  X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 3020, 0, true, access)                        \
+  X(cuMemcpyPeer, cuMemcpyPeer, 4000, 0, false, access)                                     \
+  X(cuMemcpyPeer_ptds, cuMemcpyPeer, 4000, 0, true, access)                                 \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, 0, false, access)                           \
+  X(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 4000, 0, true, access)                       \
+  X(cuMemcpy3DPeer, cuMemcpy3DPeer, 4000, 0, false, access)                                 \
+  X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 4000, 0, true, access)                             \
+  X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 4000, 0, false, access)                       \
+  X(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 4000, 0, true, access)                   \
+  X(cuMemcpyBatchAsync, cuMemcpyBatchAsync, 12080, 13000, false, access)                    \
+  X(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync, 12080, 13000, true, access)                \
+  X(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync, 13000, 0, false, access)                     \
+  X(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync, 13000, 0, true, access)                 \
+  X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync, 12080, 13000, false, access)                \
+  X(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync, 12080, 13000, true, access)            \
+  X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync, 13000, 0, false, access)                 \
+  X(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync, 13000, 0, true, access)             \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0, false, access)                           \
+  X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0, false, access)                  \
+  X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0, false, access)                   \
+  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, 0, false, access)                 \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0, false, access)      \
+  X(cuMemGetHandleForAddressRange, cuMemGetHandleForAddressRange, 11070, 0, false, access)  \
+  X(cuGetProcAddress, cuGetProcAddress, 11030, 12000, false, none)                          \
+  X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0, false, none)
 
 namespace kvremap::interpose {
 
 // Real-function slots, one per hook, filled by whichever route sees the real pointer first.
-#define KVREMAP_DECLARE_REAL(exp, base, first, next, per_thread) extern std::atomic<void*> g_real_##exp;
+#define KVREMAP_DECLARE_REAL(exp, base, first, next, per_thread, kv) extern std::atomic<void*> g_real_##exp;
 KVREMAP_DRIVER_HOOKS(KVREMAP_DECLARE_REAL)
 #undef KVREMAP_DECLARE_REAL
 

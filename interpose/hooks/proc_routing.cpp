@@ -14,7 +14,7 @@ namespace {
 // a constant array: the strings' addresses then cost the loader no relocations at load.
 const std::vector<ProcRoute>& routes() {
   static const std::vector<ProcRoute>* table = new std::vector<ProcRoute>{
-#define KVREMAP_ROUTE_ROW(exp, base, first, next, per_thread) {#exp, #base, first, next, per_thread},
+#define KVREMAP_ROUTE_ROW(exp, base, first, next, per_thread, kv) {#exp, #base, first, next, per_thread, KvRole::kv},
       KVREMAP_DRIVER_HOOKS(KVREMAP_ROUTE_ROW)
 #undef KVREMAP_ROUTE_ROW
   };

@@ -11,6 +11,9 @@ namespace kvremap::interpose {
 // table's version ranges are not trusted, and the ABI is confirmed by pointer identity instead.
 inline constexpr int kKnownCudaVersion = 13000;
 
+// What a hook does about deferred KV (driver_hooks.h's table says it for every row).
+enum class KvRole : std::uint8_t { none, place, free, access, point };
+
 // A row of KVREMAP_DRIVER_HOOKS without its function pointers, so that the routing needs none of
 // the exported wrappers.
 struct ProcRoute {
@@ -19,6 +22,7 @@ struct ProcRoute {
   int first_version;
   int next_version;  // 0: no newer ABI known
   bool per_thread;
+  KvRole kv;
 };
 
 // Every row, in the table's order (the order of driver_hooks.cpp's own rows).

@@ -154,3 +154,34 @@ TEST(ProcRouting, RoutedLookupsCountsEachAnsweredLookup) {
 }
 
 }  // namespace
+
+// The table says what each hook does about deferred KV, and the roles follow the deferral's rules
+// (docs/kv-deferral.md §3): a driver function that reaches memory by address is an `access` hook (it
+// commits the KV it reaches first); only cuMemAlloc places KV tensors; the commit trigger's events
+// are `point` hooks. A hook added to the table without its role fails here.
+TEST(ProcRouting, EveryHookHasTheKvRoleOfItsFamily) {
+  using kvremap::interpose::KvRole;
+  const auto starts = [](std::string_view name, std::initializer_list<std::string_view> prefixes) {
+    for (std::string_view p : prefixes)
+      if (name.starts_with(p)) return true;
+    return false;
+  };
+  std::set<std::string> placing;
+  for (const ProcRoute& r : proc_routes()) {
+    SCOPED_TRACE(std::string(r.export_name));
+    const bool reaches_memory =
+        starts(r.base_name, {"cuMemcpy", "cuMemset", "cuIpcGetMemHandle", "cuPointerGetAttribute",
+                             "cuMemGetAddressRange", "cuMemRetainAllocationHandle", "cuMemGetHandleForAddressRange"});
+    EXPECT_EQ(reaches_memory, r.kv == KvRole::access);
+    const bool trigger_event = starts(r.base_name, {"cuLaunchKernel", "cuGraphLaunch", "cuStreamBeginCapture",
+                                                    "cuStreamEndCapture", "cuMemGetInfo", "cuModuleLoadData",
+                                                    "cuLibraryLoadData"});
+    EXPECT_EQ(trigger_event, r.kv == KvRole::point);
+    if (r.kv == KvRole::place) placing.insert(std::string(r.base_name));
+    if (r.base_name.starts_with("cuMemAlloc") && r.base_name != "cuMemAlloc") {
+      EXPECT_EQ(r.kv, KvRole::none);
+    }
+  }
+  EXPECT_EQ(placing, std::set<std::string>{"cuMemAlloc"}) << "pitched, stream-ordered and pool allocations are not KV";
+  EXPECT_EQ(routes_named("cuMemFree")[0]->kv, KvRole::free);
+}
