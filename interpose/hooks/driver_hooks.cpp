@@ -8,6 +8,7 @@
 
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
+#include "interpose/hooks/hook_bodies.h"
 #include "interpose/hooks/hook_enter.h"
 #include "interpose/hooks/hook_support.h"
 #include "interpose/hooks/proc_routing.h"
@@ -100,16 +101,6 @@ const DriverHook* hook_for_export(std::string_view export_name) {
 
 using namespace kvremap::interpose;
 
-namespace {
-
-void capture_ended(CUresult r, CUstream stream, bool per_thread_api) {
-  if (r == CUDA_SUCCESS) on_capture_end(capture_stream_key(stream, per_thread_api), true);
-  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) on_capture_end(capture_stream_key(stream, per_thread_api), false);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-    kv_capture_ended(capture_stream_key(stream, per_thread_api));
-}
-
-}  // namespace
 
 KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
@@ -148,12 +139,8 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
 #define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
   KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
     KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
-    CUresult r = real(dptr, bytes, stream);                                                              \
-    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                       \
-      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocAsync", __builtin_return_address(0)); \
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY)                                                              \
-      on_out_of_memory(bytes, "cuMemAllocAsync", __builtin_return_address(0));                           \
-    return r;                                                                                            \
+    const CUresult r = real(dptr, bytes, stream);                                                        \
+    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocAsync", __builtin_return_address(0));  \
   }
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
@@ -162,12 +149,8 @@ KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 #define KVREMAP_POOL_ALLOC_HOOKS(exp)                                                                            \
   KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {               \
     KVREMAP_ENTER(exp, dptr, bytes, pool, stream);                                                               \
-    CUresult r = real(dptr, bytes, pool, stream);                                                                \
-    if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))                                                               \
-      on_alloc(*dptr, bytes, AllocKind::kStreamOrdered, "cuMemAllocFromPoolAsync", __builtin_return_address(0)); \
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY)                                                                      \
-      on_out_of_memory(bytes, "cuMemAllocFromPoolAsync", __builtin_return_address(0));                          \
-    return r;                                                                                                    \
+    const CUresult r = real(dptr, bytes, pool, stream);                                                          \
+    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocFromPoolAsync", __builtin_return_address(0));   \
   }
 KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync)
 KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync_ptsz)
@@ -182,14 +165,7 @@ KVREMAP_ASYNC_FREE_HOOKS(cuMemFreeAsync_ptsz)
 
 KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   KVREMAP_ENTER(cuMemGetInfo_v2, free_bytes, total_bytes);
-  kv_before(KvPoint::kMemoryQuery);
-  CUresult r = real(free_bytes, total_bytes);
-  if (r == CUDA_SUCCESS && free_bytes && total_bytes) {
-    const std::size_t driver_free = *free_bytes;
-    *free_bytes = kv_sizing_free(kv_reported_free(driver_free), *total_bytes);
-    on_memory_query("cuMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
-  }
-  return r;
+  return memory_query(real, free_bytes, total_bytes, "cuMemGetInfo");
 }
 
 KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
@@ -229,16 +205,10 @@ KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return real(ptr, size);
 }
 
-#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                                     \
-  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) {                \
-    KVREMAP_ENTER(exp, stream, mode);                                                   \
-    kv_before(KvPoint::kCaptureBegin);                                                  \
-    CUresult r = real(stream, mode);                                                    \
-    if (r == CUDA_SUCCESS) {                                                            \
-      on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-      kv_capture_began(capture_stream_key(stream, per_thread));                         \
-    }                                                                                   \
-    return r;                                                                           \
+#define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                      \
+  KVREMAP_HOOK CUresult exp(CUstream stream, CUstreamCaptureMode mode) { \
+    KVREMAP_ENTER(exp, stream, mode);                                    \
+    return begin_capture(real, stream, mode, per_thread);                \
   }
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, false)
 KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
@@ -246,30 +216,20 @@ KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
 #define KVREMAP_END_CAPTURE_HOOK(exp, per_thread)              \
   KVREMAP_HOOK CUresult exp(CUstream stream, CUgraph* graph) { \
     KVREMAP_ENTER(exp, stream, graph);                         \
-    CUresult r = real(stream, graph);                          \
-    capture_ended(r, stream, per_thread);                      \
-    return r;                                                  \
+    return end_capture(real, stream, graph, per_thread);       \
   }
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture, false)
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
 
 KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
-  std::uint64_t bytes = 0;
-  CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, flags); });
-  if (r == CUDA_SUCCESS && exec)
-    on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithFlags");
-  return r;
+  return instantiate(real, exec, graph, flags, "cuGraphInstantiateWithFlags");
 }
 
-#define KVREMAP_INSTANTIATE_PARAMS_HOOK(exp)                                                               \
-  KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {     \
-    KVREMAP_ENTER(exp, exec, graph, params);                                                               \
-    std::uint64_t bytes = 0;                                                                               \
-    CUresult r = measure_consumed(&bytes, CUDA_SUCCESS, [&] { return real(exec, graph, params); });        \
-    if (r == CUDA_SUCCESS && exec)                                                                         \
-      on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, "cuGraphInstantiateWithParams"); \
-    return r;                                                                                              \
+#define KVREMAP_INSTANTIATE_PARAMS_HOOK(exp)                                                           \
+  KVREMAP_HOOK CUresult exp(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) { \
+    KVREMAP_ENTER(exp, exec, graph, params);                                                           \
+    return instantiate(real, exec, graph, params, "cuGraphInstantiateWithParams");                     \
   }
 KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams)
 KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
@@ -277,18 +237,14 @@ KVREMAP_INSTANTIATE_PARAMS_HOOK(cuGraphInstantiateWithParams_ptsz)
 #define KVREMAP_GRAPH_LAUNCH_HOOK(exp)                           \
   KVREMAP_HOOK CUresult exp(CUgraphExec exec, CUstream stream) { \
     KVREMAP_ENTER(exp, exec, stream);                            \
-    kv_before(KvPoint::kGraphLaunch);                            \
-    CUresult r = real(exec, stream);                             \
-    if (r == CUDA_SUCCESS) on_graph_launch();                    \
-    return r;                                                    \
+    return graph_launch(real, exec, stream);                     \
   }
 KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch)
 KVREMAP_GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
 
 KVREMAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec exec) {
   KVREMAP_ENTER(cuGraphExecDestroy, exec);
-  return tracked_free(reinterpret_cast<std::uint64_t>(exec), Held::kGraphExec, "cuGraphExecDestroy", CUDA_SUCCESS,
-                      [&] { return real(exec); });
+  return graph_exec_destroy(real, exec, "cuGraphExecDestroy");
 }
 
 KVREMAP_HOOK CUresult cuModuleLoadData(CUmodule* module, const void* image) {

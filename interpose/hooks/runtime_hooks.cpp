@@ -9,6 +9,7 @@
 #include "interpose/driver/driver_api.h"
 #include "interpose/hooks/driver_hooks.h"
 #include "interpose/base/guard.h"
+#include "interpose/hooks/hook_bodies.h"
 #include "interpose/hooks/hook_enter.h"
 #include "interpose/hooks/hook_export.h"
 #include "interpose/hooks/hook_support.h"
@@ -123,16 +124,12 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaFree(void* ptr) {
                       [&] { return real(ptr); });
 }
 
-#define KVREMAP_RT_ASYNC_ALLOC(name)                                                                      \
-  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {          \
-    KVREMAP_RT_ENTER(name, ptr, size, stream);                                                            \
-    cudaError_t r = real(ptr, size, stream);                                                              \
-    if (KVREMAP_LIKELY(r == cudaSuccess && ptr))                                                          \
-      on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kStreamOrdered, "cudaMallocAsync", \
-               __builtin_return_address(0), runtime_device());                                            \
-    else if (r == cudaErrorMemoryAllocation)                                                              \
-      on_out_of_memory(size, "cudaMallocAsync", __builtin_return_address(0), runtime_device());           \
-    return r;                                                                                             \
+#define KVREMAP_RT_ASYNC_ALLOC(name)                                                                        \
+  KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t name(void** ptr, size_t size, cudaStream_t stream) {            \
+    KVREMAP_RT_ENTER(name, ptr, size, stream);                                                              \
+    const cudaError_t r = real(ptr, size, stream);                                                          \
+    return after_stream_ordered_alloc(r, ptr, size, "cudaMallocAsync", __builtin_return_address(0),         \
+                                      runtime_device());                                                    \
   }
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync)
 KVREMAP_RT_ASYNC_ALLOC(cudaMallocAsync_ptsz)
@@ -149,50 +146,29 @@ KVREMAP_RT_ASYNC_FREE(cudaFreeAsync_ptsz)
 
 KVREMAP_HOOK cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   KVREMAP_RT_ENTER(cudaMemGetInfo, free_bytes, total_bytes);
-  kv_before(KvPoint::kMemoryQuery);
-  cudaError_t r = real(free_bytes, total_bytes);
-  if (r == cudaSuccess && free_bytes && total_bytes) {
-    const std::size_t driver_free = *free_bytes;
-    *free_bytes = kv_sizing_free(kv_reported_free(driver_free), *total_bytes);
-    on_memory_query("cudaMemGetInfo", driver_free, *total_bytes, *free_bytes, *total_bytes);
-  }
-  return r;
+  return memory_query(real, free_bytes, total_bytes, "cudaMemGetInfo");
 }
 
-#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                      \
-  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) {      \
-    KVREMAP_RT_ENTER(name, stream, mode);                                               \
-    kv_before(KvPoint::kCaptureBegin);                                                  \
-    cudaError_t r = real(stream, mode);                                                 \
-    if (r == cudaSuccess) {                                                             \
-      on_capture_begin(capture_stream_key(stream, per_thread), static_cast<int>(mode)); \
-      kv_capture_began(capture_stream_key(stream, per_thread));                         \
-    }                                                                                   \
-    return r;                                                                           \
+#define KVREMAP_RT_BEGIN_CAPTURE(name, per_thread)                                 \
+  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaStreamCaptureMode mode) { \
+    KVREMAP_RT_ENTER(name, stream, mode);                                          \
+    return begin_capture(real, stream, mode, per_thread);                          \
   }
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture, false)
 KVREMAP_RT_BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz, true)
 
-#define KVREMAP_RT_END_CAPTURE(name, per_thread)                                                               \
-  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) {                                     \
-    KVREMAP_RT_ENTER(name, stream, graph);                                                                     \
-    cudaError_t r = real(stream, graph);                                                                       \
-    if (r == cudaSuccess) on_capture_end(capture_stream_key(stream, per_thread), true);                        \
-    if (r == cudaErrorStreamCaptureInvalidated) on_capture_end(capture_stream_key(stream, per_thread), false); \
-    if (r == cudaSuccess || r == cudaErrorStreamCaptureInvalidated)                                            \
-      kv_capture_ended(capture_stream_key(stream, per_thread));                                                \
-    return r;                                                                                                  \
+#define KVREMAP_RT_END_CAPTURE(name, per_thread)                           \
+  KVREMAP_HOOK cudaError_t name(cudaStream_t stream, cudaGraph_t* graph) { \
+    KVREMAP_RT_ENTER(name, stream, graph);                                 \
+    return end_capture(real, stream, graph, per_thread);                   \
   }
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture, false)
 KVREMAP_RT_END_CAPTURE(cudaStreamEndCapture_ptsz, true)
 
-#define KVREMAP_RT_INSTANTIATE(name, param_t)                                                                 \
-  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, param_t param) {                    \
-    KVREMAP_RT_ENTER(name, exec, graph, param);                                                               \
-    std::uint64_t bytes = 0;                                                                                  \
-    cudaError_t r = measure_consumed(&bytes, cudaSuccess, [&] { return real(exec, graph, param); });          \
-    if (r == cudaSuccess && exec) on_graph_instantiate(reinterpret_cast<std::uint64_t>(*exec), bytes, #name); \
-    return r;                                                                                                 \
+#define KVREMAP_RT_INSTANTIATE(name, param_t)                                              \
+  KVREMAP_HOOK cudaError_t name(cudaGraphExec_t* exec, cudaGraph_t graph, param_t param) { \
+    KVREMAP_RT_ENTER(name, exec, graph, param);                                            \
+    return instantiate(real, exec, graph, param, #name);                                   \
   }
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiate, unsigned long long)
 KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithFlags, unsigned long long)
@@ -202,18 +178,14 @@ KVREMAP_RT_INSTANTIATE(cudaGraphInstantiateWithParams_ptsz, cudaGraphInstantiate
 #define KVREMAP_RT_GRAPH_LAUNCH(name)                                        \
   KVREMAP_HOOK cudaError_t name(cudaGraphExec_t exec, cudaStream_t stream) { \
     KVREMAP_RT_ENTER(name, exec, stream);                                    \
-    kv_before(KvPoint::kGraphLaunch);                                        \
-    cudaError_t r = real(exec, stream);                                      \
-    if (r == cudaSuccess) on_graph_launch();                                 \
-    return r;                                                                \
+    return graph_launch(real, exec, stream);                                 \
   }
 KVREMAP_RT_GRAPH_LAUNCH(cudaGraphLaunch)
 KVREMAP_RT_GRAPH_LAUNCH(cudaGraphLaunch_ptsz)
 
 KVREMAP_HOOK cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   KVREMAP_RT_ENTER(cudaGraphExecDestroy, exec);
-  return tracked_free(reinterpret_cast<std::uint64_t>(exec), Held::kGraphExec, "cudaGraphExecDestroy", cudaSuccess,
-                      [&] { return real(exec); });
+  return graph_exec_destroy(real, exec, "cudaGraphExecDestroy");
 }
 
 // Entry-point lookups take no HookScope: the resolver call cudart makes inside must reach the
