@@ -1,7 +1,6 @@
 // The cuGetProcAddress routing table, indexed by base name, and the ABI match of one query.
 #include "interpose/hooks/proc_routing.h"
 
-#include <atomic>
 #include <unordered_map>
 #include <vector>
 
@@ -38,8 +37,6 @@ bool same_abi(const ProcRoute& r, int version, unsigned long long flags, void* r
   return check_above_known(r, flags, real_fn);
 }
 
-constinit std::atomic<std::uint64_t> g_routed_lookups{0};
-
 }  // namespace
 
 std::span<const ProcRoute> proc_routes() { return routes(); }
@@ -59,9 +56,5 @@ const ProcRoute* route_for_query(std::span<const ProcRoute* const> named, int ve
     if (r->per_thread == wants_per_thread && same_abi(*r, version, flags, real_fn, check_above_known)) return r;
   return nullptr;
 }
-
-std::uint64_t routed_lookups() { return g_routed_lookups.load(std::memory_order_relaxed); }
-
-void count_routed_lookup() { g_routed_lookups.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace kvremap::interpose

@@ -37,9 +37,5 @@ using AbiCheck = bool (*)(const ProcRoute& route, unsigned long long flags, void
 const ProcRoute* route_for_query(std::span<const ProcRoute* const> named, int version, unsigned long long flags,
                                  void* real_fn, AbiCheck check_above_known);
 
-// How many lookups (cuGetProcAddress, entry points, dlsym on libcuda) were answered with a wrapper:
-// the evidence, in the trace summary, that cudart's own driver calls are routed through kvremap.
-std::uint64_t routed_lookups();
-void count_routed_lookup();
 
 }  // namespace kvremap::interpose

@@ -1,4 +1,6 @@
 // Exit handling: the summary at atexit, and on SIGTERM/SIGINT when they would kill the process.
+#include "interpose/process/exit_handlers.h"
+
 #include <signal.h>
 
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include "interpose/kv/kv_manager.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"
+#include "interpose/track/track_events.h"
 #include "interpose/track/tracking_state.h"
 
 namespace kvremap::interpose {

@@ -13,6 +13,7 @@
 #include "interpose/trace/json.h"
 #include "interpose/track/caller.h"
 #include "interpose/track/tracker.h"
+#include "interpose/track/track_events.h"
 #include "interpose/track/tracking_state.h"
 #include "policy/trace_schema.h"
 

@@ -19,6 +19,8 @@
 
 #include "interpose/track/caller.h"
 #include "interpose/track/oom_snapshot.h"
+#include "interpose/track/track_events.h"
+#include "interpose/process/exit_handlers.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
 #include "interpose/base/hot_path.h"

@@ -137,6 +137,11 @@ inline constinit std::atomic<bool> g_finished{false};  // the summary has been w
 // Writes the summary and closes the trace; `reason` is "atexit", "SIGTERM" or "SIGINT".
 void finish(const char* reason);
 
+// How many lookups (cuGetProcAddress, entry points, dlsym on libcuda) were answered with a wrapper:
+// the evidence, in the trace summary, that cudart's own driver calls are routed through kvremap.
+std::uint64_t routed_lookups();
+void count_routed_lookup();
+
 // In a forked child (process/fork.cpp): a fresh state, nothing tracked, the trace opened anew.
 void tracker_child_after_fork();
 

@@ -23,6 +23,18 @@ void trim(State& s, Pool& p, std::uint64_t keep) {
   p.idle -= release;
 }
 
+// Runs `body(state, pool)` under the simulator's lock on a live pool; an unknown or destroyed pool is
+// CUDA_ERROR_INVALID_VALUE, as the driver answers.
+template <typename Body>
+CUresult with_pool(CUmemoryPool handle, Body&& body) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  Pool* p = find_pool(s, handle);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return body(s, *p);
+}
+
 }  // namespace
 }  // namespace simcuda
 
@@ -52,107 +64,99 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* pr
 SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   SIM_ENTER("cuMemPoolDestroy");
   SIM_GUARDED_BEGIN
-  std::lock_guard<std::mutex> guard(lock());
-  State& s = state();
-  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
-  Pool* p = find_pool(s, pool);
-  if (!p || p->is_default) return CUDA_ERROR_INVALID_VALUE;
-  for (Device& d : s.devices)
-    if (d.current_pool == p) d.current_pool = nullptr;
-  trim(s, *p, 0);
-  // Outstanding allocations keep the pool until the last one is freed (cuda.h).
-  if (p->used == 0)
-    s.pools.erase(p);
-  else
-    p->destroyed = true;
-  return CUDA_SUCCESS;
+  return with_pool(pool, [](State& s, Pool& p) {
+    if (p.is_default) return CUDA_ERROR_INVALID_VALUE;
+    for (Device& d : s.devices)
+      if (d.current_pool == &p) d.current_pool = nullptr;
+    trim(s, p, 0);
+    // Outstanding allocations keep the pool until the last one is freed (cuda.h).
+    if (p.used == 0)
+      s.pools.erase(&p);
+    else
+      p.destroyed = true;
+    return CUDA_SUCCESS;
+  });
   SIM_GUARDED_END
 }
 
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   SIM_ENTER("cuMemPoolTrimTo");
-  std::lock_guard<std::mutex> guard(lock());
-  State& s = state();
-  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
-  Pool* p = find_pool(s, pool);
-  if (!p) return CUDA_ERROR_INVALID_VALUE;
-  trim(s, *p, minBytesToKeep);
-  return CUDA_SUCCESS;
+  return with_pool(pool, [&](State& s, Pool& p) {
+    trim(s, p, minBytesToKeep);
+    return CUDA_SUCCESS;
+  });
 }
 
 SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   SIM_ENTER("cuMemPoolSetAttribute");
-  std::lock_guard<std::mutex> guard(lock());
-  State& s = state();
-  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
-  Pool* p = find_pool(s, pool);
-  if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
-  switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      p->reuse_follow_event_dependencies = *static_cast<int*>(value) != 0;
-      break;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      p->reuse_allow_opportunistic = *static_cast<int*>(value) != 0;
-      break;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      p->reuse_allow_internal_dependencies = *static_cast<int*>(value) != 0;
-      break;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      p->release_threshold = *static_cast<cuuint64_t*>(value);
-      // Idle memory above the new threshold would be released at the next synchronisation, which is now.
-      trim(s, *p, p->used + std::min(p->idle, p->release_threshold));
-      break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      // Watermarks can only be reset, to the current value (cuda.h: "It is illegal to set this attribute to a non-zero value").
-      if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
-      if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-        p->used_high = p->used;
-      else
-        p->reserved_high = p->used + p->idle;
-      break;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;  // the CURRENT counters are read-only, others unknown
-  }
-  return CUDA_SUCCESS;
+  return with_pool(pool, [&](State& s, Pool& p) {
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        p.reuse_follow_event_dependencies = *static_cast<int*>(value) != 0;
+        break;
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        p.reuse_allow_opportunistic = *static_cast<int*>(value) != 0;
+        break;
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        p.reuse_allow_internal_dependencies = *static_cast<int*>(value) != 0;
+        break;
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p.release_threshold = *static_cast<cuuint64_t*>(value);
+        // Idle memory above the new threshold would be released at the next synchronisation, which is now.
+        trim(s, p, p.used + std::min(p.idle, p.release_threshold));
+        break;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        // Watermarks can only be reset, to the current value (cuda.h: "It is illegal to set this attribute to a
+        // non-zero value").
+        if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+          p.used_high = p.used;
+        else
+          p.reserved_high = p.used + p.idle;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;  // the CURRENT counters are read-only, others unknown
+    }
+    return CUDA_SUCCESS;
+  });
 }
 
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   SIM_ENTER("cuMemPoolGetAttribute");
-  std::lock_guard<std::mutex> guard(lock());
-  State& s = state();
-  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
-  Pool* p = find_pool(s, pool);
-  if (!p || !value) return CUDA_ERROR_INVALID_VALUE;
-  switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      *static_cast<int*>(value) = p->reuse_follow_event_dependencies;
-      break;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      *static_cast<int*>(value) = p->reuse_allow_opportunistic;
-      break;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      *static_cast<int*>(value) = p->reuse_allow_internal_dependencies;
-      break;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      *static_cast<cuuint64_t*>(value) = p->release_threshold;
-      break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      *static_cast<cuuint64_t*>(value) = p->used + p->idle;
-      break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      *static_cast<cuuint64_t*>(value) = p->reserved_high;
-      break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      *static_cast<cuuint64_t*>(value) = p->used;
-      break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      *static_cast<cuuint64_t*>(value) = p->used_high;
-      break;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
+  return with_pool(pool, [&](State&, const Pool& p) {
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        *static_cast<int*>(value) = p.reuse_follow_event_dependencies;
+        break;
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        *static_cast<int*>(value) = p.reuse_allow_opportunistic;
+        break;
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *static_cast<int*>(value) = p.reuse_allow_internal_dependencies;
+        break;
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *static_cast<cuuint64_t*>(value) = p.release_threshold;
+        break;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *static_cast<cuuint64_t*>(value) = p.used + p.idle;
+        break;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *static_cast<cuuint64_t*>(value) = p.reserved_high;
+        break;
+      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *static_cast<cuuint64_t*>(value) = p.used;
+        break;
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *static_cast<cuuint64_t*>(value) = p.used_high;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  });
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {

@@ -1,6 +1,8 @@
 // The cuGetProcAddress routing table: which wrapper, if any, answers each (name, version, flags) query.
 #include "interpose/hooks/proc_routing.h"
 
+#include "interpose/track/tracker.h"
+
 #include <cuda.h>
 #include <gtest/gtest.h>
 

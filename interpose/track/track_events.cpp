@@ -1,4 +1,6 @@
-// Formatting of the trace's events: hot alloc/free lines, counters, the header and the summary.
+// The tracker's trace events: hot alloc/free lines, counters, the header and the summary.
+#include "interpose/track/track_events.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -7,12 +9,11 @@
 #include <cstring>
 
 #include "interpose/driver/driver_api.h"
-#include "interpose/hooks/driver_hooks.h"
 #include "interpose/trace/json.h"
 #include "interpose/base/library.h"
 #include "interpose/base/process_cmdline.h"
 #include "interpose/trace/trace_writer.h"
-#include "interpose/track/tracking_state.h"
+#include "interpose/track/tracker.h"
 #include "interpose/version_number.h"
 #include "policy/trace_schema.h"
 
@@ -342,3 +343,13 @@ std::string summary_json(const char* reason) {
 }
 
 }  // namespace kvremap::interpose::tracker_detail
+
+namespace kvremap::interpose {
+namespace {
+constinit std::atomic<std::uint64_t> g_routed_lookups{0};
+}  // namespace
+
+std::uint64_t routed_lookups() { return g_routed_lookups.load(std::memory_order_relaxed); }
+void count_routed_lookup() { g_routed_lookups.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace kvremap::interpose
