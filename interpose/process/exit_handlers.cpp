@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "interpose/base/guard.h"
@@ -66,6 +67,11 @@ void on_signal(int sig) {
 }  // namespace
 
 void install_exit_handlers() {
+  // Once per process image: a forked child inherits the atexit entry and the signal dispositions,
+  // and installing again would save this library's own handler as the one to chain to, so that a
+  // SIGTERM would call it for ever instead of ending the process. (An exec starts a new image.)
+  static std::atomic<bool> installed{false};
+  if (installed.exchange(true)) return;
   std::atexit([] { finish("atexit"); });
   struct sigaction action {};
   action.sa_handler = on_signal;

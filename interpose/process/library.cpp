@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "interpose/process/exit_handlers.h"
 #include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"
@@ -49,6 +50,8 @@ spdlog::level::level_enum to_spdlog(policy::LogLevel level) {
 }
 
 __attribute__((constructor)) void load() {
+  // First, whatever fails below: tracking writes its summary at exit and on a terminating signal.
+  set_tracking_start_hook(&tracker_detail::install_exit_handlers);
   try {
     trace_now_us();  // fixes the trace's time origin at load
     policy::ParsedOptions parsed = policy::parse_options(kvremap_environment());

@@ -20,7 +20,6 @@
 #include "interpose/track/caller.h"
 #include "interpose/track/oom_snapshot.h"
 #include "interpose/track/track_events.h"
-#include "interpose/process/exit_handlers.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
 #include "interpose/base/hot_path.h"
@@ -50,10 +49,13 @@ void disable(const char* why) {
   }
 }
 
+// What the process layer runs when tracking starts (its exit and signal handlers), given at load.
+constinit std::atomic<void (*)()> g_tracking_start_hook{nullptr};
+
 [[gnu::noinline]] void start_tracking() {
   std::call_once(S().open_once, [] {
     open_trace();
-    install_exit_handlers();
+    if (void (*hook)() = g_tracking_start_hook.load(std::memory_order_acquire)) hook();
     S().trace_opened.store(true, std::memory_order_release);
   });
 }
@@ -576,6 +578,14 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) 
         held_object_loaded(S().modules, Category::module, "module", "module load", "handle", handle, bytes, api);
     feed_phase(device, policy::ModuleLoad{bytes});
   });
+}
+
+void set_tracking_start_hook(void (*hook)()) {
+  g_tracking_start_hook.store(hook, std::memory_order_release);
+  // A hook that ran before this library's constructor (another library's constructor using CUDA)
+  // may have started tracking already.
+  const State* st = g_state.load(std::memory_order_acquire);
+  if (hook && st && st->trace_opened.load(std::memory_order_acquire)) hook();
 }
 
 void tracker_child_after_fork() {

@@ -142,6 +142,10 @@ void finish(const char* reason);
 std::uint64_t routed_lookups();
 void count_routed_lookup();
 
+// What to run when tracking starts in a process (process/: the exit and signal handlers), given once
+// at load; run at once when tracking has started already.
+void set_tracking_start_hook(void (*hook)());
+
 // In a forked child (process/fork.cpp): a fresh state, nothing tracked, the trace opened anew.
 void tracker_child_after_fork();
 
