@@ -1,5 +1,6 @@
 // Stream-ordered memory pools: cuMemPoolCreate/Destroy, attributes, trimming, per-device default and current pools.
 #include <algorithm>
+#include <cstring>
 
 #include "sim_state.h"
 
@@ -89,9 +90,12 @@ SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 
 SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   SIM_ENTER("cuMemPoolSetAttribute");
+  // Read as an integer: the caller's value may be one the enum does not name (the driver rejects it).
+  int attribute = 0;
+  std::memcpy(&attribute, &attr, sizeof attribute);
   return with_pool(pool, [&](State& s, Pool& p) {
     if (!value) return CUDA_ERROR_INVALID_VALUE;
-    switch (attr) {
+    switch (attribute) {
       case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
         p.reuse_follow_event_dependencies = *static_cast<int*>(value) != 0;
         break;
@@ -111,7 +115,7 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
         // Watermarks can only be reset, to the current value (cuda.h: "It is illegal to set this attribute to a
         // non-zero value").
         if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
-        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+        if (attribute == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
           p.used_high = p.used;
         else
           p.reserved_high = p.used + p.idle;
@@ -125,9 +129,12 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
 
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   SIM_ENTER("cuMemPoolGetAttribute");
+  // Read as an integer: the caller's value may be one the enum does not name (the driver rejects it).
+  int attribute = 0;
+  std::memcpy(&attribute, &attr, sizeof attribute);
   return with_pool(pool, [&](State&, const Pool& p) {
     if (!value) return CUDA_ERROR_INVALID_VALUE;
-    switch (attr) {
+    switch (attribute) {
       case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
         *static_cast<int*>(value) = p.reuse_follow_event_dependencies;
         break;
