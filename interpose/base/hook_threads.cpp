@@ -14,19 +14,16 @@
 #include <vector>
 
 #include "interpose/base/guard.h"
+#include "interpose/base/process_object.h"
 
 namespace kvremap::interpose {
 namespace {
 
-// Leaked on purpose: threads may still register or leave while the process exits.
-std::mutex& registry_lock() {
-  static std::mutex* m = new std::mutex;
-  return *m;
-}
-std::vector<std::atomic<int>*>& registry() {
-  static auto* threads = new std::vector<std::atomic<int>*>;
-  return *threads;
-}
+// Process objects (never destroyed): threads may still register or leave while the process exits.
+constinit ProcessObject<std::mutex> g_registry_lock;
+std::mutex& registry_lock() { return g_registry_lock.get(); }
+constinit ProcessObject<std::vector<std::atomic<int>*>> g_registry;
+std::vector<std::atomic<int>*>& registry() { return g_registry.get(); }
 
 pthread_key_t g_leave_key;
 std::once_flag g_init;

@@ -10,7 +10,7 @@
 #include "interpose/base/library.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_state.h"
-#include "interpose/trace/trace_writer.h"
+#include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/units.h"
 
@@ -57,6 +57,14 @@ std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::stri
 
 }  // namespace
 
+trace_events::PostKvPeaks post_kv_peaks(int device) {
+  static_assert(kCategoryWindows == std::tuple_size_v<trace_events::PostKvPeaks>);
+  const auto windows = post_kv_windows(device);
+  trace_events::PostKvPeaks peaks{};
+  for (std::size_t i = 0; i < windows.size(); ++i) peaks[i] = {windows[i].at_start, windows[i].peak};
+  return peaks;
+}
+
 // `reason`: the decision point that committed; `call`: the API at that point, for the trace.
 void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   if (!real_synchronize())
@@ -88,17 +96,23 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.mem_fraction_static = state.engine.mem_fraction_static;
   in.kv_cache_memory = state.engine.kv_cache_memory;
   const policy::CommitPlan plan = policy::plan_commit(in);
-  const std::string_view verdict = policy::to_string(plan.verdict);
-  trace_kv_event(
-      "kv commit plan",
-      fmt::format(
-          R"({{"device":{},"kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
-          R"("host_bytes_per_tensor":{},"granularity":{},"chunk_bytes":{},"device_free_bytes":{},)"
-          R"("headroom_bytes":{},"headroom_source":"{}","post_kv_transient_bytes":{},"margin_bytes":{},"deficit_bytes":{},)"
-          R"("verdict":"{}"}})",
-          k.device, plan.kv_bytes, plan.device_bytes, plan.host_bytes, plan.tensors.size(), plan.host_bytes_per_tensor,
-          in.granularity, in.chunk_bytes, free_bytes, in.headroom_bytes, headroom_source, in.post_kv_transient_bytes,
-          plan.margin_bytes, plan.deficit_bytes, verdict));
+  kv_event([&] {
+    trace_events::kv_commit_plan({.device = k.device,
+                                  .kv_bytes = plan.kv_bytes,
+                                  .device_bytes = plan.device_bytes,
+                                  .host_bytes = plan.host_bytes,
+                                  .tensors = plan.tensors.size(),
+                                  .host_bytes_per_tensor = plan.host_bytes_per_tensor,
+                                  .granularity = in.granularity,
+                                  .chunk_bytes = in.chunk_bytes,
+                                  .device_free_bytes = free_bytes,
+                                  .headroom_bytes = in.headroom_bytes,
+                                  .headroom_source = headroom_source,
+                                  .post_kv_transient_bytes = in.post_kv_transient_bytes,
+                                  .margin_bytes = plan.margin_bytes,
+                                  .deficit_bytes = plan.deficit_bytes,
+                                  .verdict = plan.verdict});
+  });
   if (plan.deficit_bytes > 0 && o.deficit == policy::DeficitWhen::restart && restart_would_help(state, k))
     restart_for_profile(K(), k, plan, in.headroom_bytes);
   if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
@@ -136,17 +150,26 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   k.trigger.committed();
   refresh_counts(K());
   const std::uint64_t host_bytes = k.arena->host_bytes();
-  trace_kv_event(
-      "kv committed",
-      fmt::format(
-          R"({{"device":{},"trigger":"{}","call":"{}","kv_bytes":{},"device_bytes":{},"host_bytes":{},"tensors":{},)"
-          R"("host_bytes_per_tensor":{},"granularity":{},"headroom_bytes":{},"margin_bytes":{},)"
-          R"("deficit_bytes":{},"scratch_released":{},"sizing_shift_bytes":{},"same_start_flags":"{}","post_kv_peaks":{}}})",
-          k.device, policy::to_string(reason), call, plan.kv_bytes, plan.kv_bytes - host_bytes, host_bytes,
-          plan.tensors.size(), host_per_tensor, in.granularity, in.headroom_bytes, plan.margin_bytes,
-          plan.deficit_bytes, scratch_released, effective_shift(k),
-          policy::same_start_flags(state.engine, effective_shift(k), plan.kv_bytes, total),
-          post_kv_peaks_json(k.device)));
+  const std::int64_t shift = effective_shift(k);
+  const std::string same_start_flags = policy::same_start_flags(state.engine, shift, plan.kv_bytes, total);
+  kv_event([&] {
+    trace_events::kv_committed({.device = k.device,
+                                .trigger = reason,
+                                .call = call,
+                                .kv_bytes = plan.kv_bytes,
+                                .device_bytes = plan.kv_bytes - host_bytes,
+                                .host_bytes = host_bytes,
+                                .tensors = plan.tensors.size(),
+                                .host_bytes_per_tensor = host_per_tensor,
+                                .granularity = in.granularity,
+                                .headroom_bytes = in.headroom_bytes,
+                                .margin_bytes = plan.margin_bytes,
+                                .deficit_bytes = plan.deficit_bytes,
+                                .scratch_released = scratch_released,
+                                .sizing_shift_bytes = shift,
+                                .same_start_flags = same_start_flags,
+                                .post_kv_peaks = post_kv_peaks(k.device)});
+  });
   report_sizing_outcome(k);
   measure_profile(k, plan, in.headroom_bytes);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".

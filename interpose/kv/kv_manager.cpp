@@ -20,7 +20,7 @@
 #include "interpose/kv/kv_arena.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/kv/kv_tags.h"
-#include "interpose/trace/trace_writer.h"
+#include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/commit_trigger.h"
 #include "policy/kv_recognition.h"
@@ -31,60 +31,6 @@ using namespace kv_internal;
 namespace {
 
 using policy::KvTag;
-
-bool make_arena(DeviceKv& d) {
-  if (d.arena) return true;
-  if (d.arena_failed) return false;
-  const ArenaDriver drv = real_vmm_functions();
-  const std::uint64_t granule = real_vmm_granularity(d.device);
-  const policy::Options& o = options();
-  // The settings only the device can check: refused with one line, as a bad value is at load.
-  std::string problem;
-  const std::uint64_t device_total = real_device_total(d.device);
-  if (granule != 0 && o.chunk_bytes % granule != 0)
-    problem = fmt::format(
-        "kvremap: KVREMAP_CHUNK_BYTES={} is not a multiple of device {}'s VMM granularity ({}): use "
-        "a multiple such as {}",
-        policy::format_bytes(o.chunk_bytes), d.device, policy::format_bytes(granule),
-        policy::format_bytes((o.chunk_bytes / granule + 1) * granule));
-  else if (device_total != 0 && o.headroom_bytes >= device_total)
-    problem = fmt::format(
-        "kvremap: KVREMAP_HEADROOM={} is not below device {}'s memory ({}): use a headroom such as "
-        "1GiB",
-        policy::format_bytes(o.headroom_bytes), d.device, policy::format_bytes(device_total));
-  if (!problem.empty()) {
-    std::fprintf(stderr, "%s\n", problem.c_str());
-    if (o.strict) {
-      finish("configuration problem");
-      std::_Exit(1);
-    }
-    d.arena_failed = true;
-    trace_kv_event("kv arena refused", fmt::format(R"({{"device":{},"reason":"{}"}})", d.device, problem));
-    return false;
-  }
-  ArenaConfig c;
-  c.granularity = granule;
-  c.device = d.device;
-  c.chunk_bytes = o.chunk_bytes;
-  c.one_handle = o.kv_one_handle;
-  c.scratch_bytes = o.scratch_bytes;
-  c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(d.device);
-  CUresult error = CUDA_ERROR_INVALID_VALUE;
-  if (drv.complete()) d.arena = KvArena::create(drv, c, &error);
-  if (!d.arena) {
-    d.arena_failed = true;
-    log().error(
-        "device {}: KV arena unavailable: reserving {} of address space failed with driver error {}: KV stays "
-        "in ordinary allocations",
-        d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error));
-    return false;
-  }
-  kv_detail::g_any_arena.store(true);
-  trace_kv_event("kv arena reserved",
-                 fmt::format(R"({{"device":{},"base":"{:#x}","reserved_bytes":{},"chunk_bytes":{},"one_handle":{},"granularity":{}}})",
-                             d.device, d.arena->base(), d.arena->reserved_bytes(), c.chunk_bytes, c.one_handle, granule));
-  return true;
-}
 
 // The KV burst is over: its tensors go onto scratch; other arena placements stay backed.
 void defer_locked(DeviceKv& d) {
@@ -111,12 +57,16 @@ void defer_locked(DeviceKv& d) {
   start_post_kv_peaks(d.device);
   d.trigger.arm();
   const KvState& k = K();
-  trace_kv_event("kv deferred",
-                 fmt::format(R"({{"device":{},"regions":{},"tensor_bytes":{},"deferred_bytes":{},"scratch_bytes":{},)"
-                             R"("engine":"{}","graphs_expected":{},"commit_mode":"{}"}})",
-                             d.device, kv_regions, tensor, d.deferred_bytes, options().scratch_bytes,
-                             policy::to_string(k.engine.kind), k.engine.graphs_expected ? "true" : "false",
-                             policy::to_string(k.trigger_config.mode)));
+  kv_event([&] {
+    trace_events::kv_deferred({.device = d.device,
+                               .regions = kv_regions,
+                               .tensor_bytes = tensor,
+                               .deferred_bytes = d.deferred_bytes,
+                               .scratch_bytes = options().scratch_bytes,
+                               .engine = k.engine.kind,
+                               .graphs_expected = k.engine.graphs_expected,
+                               .commit_mode = k.trigger_config.mode});
+  });
   log().info("device {}: KV burst over: {} tensors of {} bytes deferred onto scratch", d.device, kv_regions, tensor);
   if (k.trigger_config.mode == policy::TriggerMode::automatic && !k.engine.graphs_expected)
     log().info("device {}: no CUDA-graph capture expected ({}): the KV cache is committed before the first launch",
@@ -164,7 +114,7 @@ void warn_if_nothing_deferred(KvState& k) {
   } else {
     log().info("KVREMAP_MODE=defer deferred nothing: {}", why);
   }
-  trace_kv_event("kv nothing deferred", fmt::format(R"({{"reason":"{}"}})", why));
+  kv_event([&] { trace_events::kv_nothing_deferred(why); });
 }
 
 DeviceKv* device_holding(KvState& k, std::uint64_t address, std::uint64_t bytes) {
@@ -371,7 +321,7 @@ std::size_t kv_reported_free(std::size_t driver_free) {
         "device {}: with its KV cache backed the engine would now have {} less than nothing free; memory "
         "queries report 0 until the commit, and the commit plan takes the shortfall from the KV cache",
         d.device, policy::format_bytes(f.short_bytes));
-    trace_kv_event("kv free below zero", fmt::format(R"({{"device":{},"short_bytes":{}}})", d.device, f.short_bytes));
+    kv_event([&] { trace_events::kv_free_below_zero(d.device, f.short_bytes); });
   }
   return 0;
 }
@@ -384,8 +334,7 @@ void kv_at_exit() {
   if (!g.owns_lock()) return;
   for (const auto& d : k.devices) {
     if (!d || !d->committed) continue;
-    trace_kv_event("kv serving peaks",
-                   fmt::format(R"({{"device":{},"since_commit":{}}})", d->device, post_kv_peaks_json(d->device)));
+    kv_event([&] { trace_events::kv_serving_peaks(d->device, post_kv_peaks(d->device)); });
     if (!d->profile) continue;
     // Serving's need beyond the commit: each category's rise above its level then (the KV cache's
     // own category is the committed cache itself).

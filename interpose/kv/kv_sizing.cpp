@@ -13,8 +13,7 @@
 #include "interpose/kv/kv_manager.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/kv/profile_store.h"
-#include "interpose/trace/json.h"
-#include "interpose/trace/trace_writer.h"
+#include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/units.h"
 
@@ -96,21 +95,8 @@ bool write_profile(KvState& k, DeviceKv& d) {
     k.warned_profile = true;
     return false;
   }
-  std::string args = fmt::format(R"({{"device":{},"path":)", d.device);
-  append_json_string(args, *path);
-  args += fmt::format(R"(,"key_hash":"{:016x}"}})", d.profile_hash);
-  trace_kv_event("kv profile written", args);
+  kv_event([&] { trace_events::kv_profile_written(d.device, *path, d.profile_hash); });
   return true;
-}
-
-// A profile's fate on one device: {"device", "profile" (its path), "reason"}.
-void trace_profile_event(const char* name, int device, const std::string& path, const std::string& reason) {
-  std::string args = fmt::format(R"({{"device":{},"profile":)", device);
-  append_json_string(args, path);
-  args += R"(,"reason":)";
-  append_json_string(args, reason);
-  args += "}";
-  trace_kv_event(name, args);
 }
 
 // Once per device, at its first memory query before the KV burst (or at its commit): the profile an
@@ -127,7 +113,7 @@ void look_up_profile(KvState& k, DeviceKv& d) {
   d.previous = load_profile_file(d.previous_path, policy::key_text(key), &problem);
   if (!problem.empty()) {
     log().warn("device {}: profile ignored: {}", d.device, problem);
-    trace_profile_event("kv profile ignored", d.device, d.previous_path, problem);
+    kv_event([&] { trace_events::kv_profile_ignored(d.device, d.previous_path, problem); });
     return;
   }
   if (!d.previous || o.sizing == policy::SizingWhen::engine) return;
@@ -143,7 +129,7 @@ void look_up_profile(KvState& k, DeviceKv& d) {
     reason = d.step->reason;
   }
   log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, d.previous_path, reason);
-  trace_profile_event("kv sizing unchanged", d.device, d.previous_path, reason);
+  kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
 }
 
 // Whether a restart sized from this start's profile could do better: the sizing query can move (not
@@ -166,8 +152,7 @@ void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan
         d.device, policy::format_bytes(plan.deficit_bytes));
     return;
   }
-  trace_kv_event("kv restart", fmt::format(R"({{"device":{},"deficit_bytes":{},"exit_status":{}}})", d.device,
-                                           plan.deficit_bytes, policy::kExitRestartForProfile));
+  kv_event([&] { trace_events::kv_restart(d.device, plan.deficit_bytes, policy::kExitRestartForProfile); });
   std::fprintf(stderr,
                "kvremap: device %d: the KV cache lacks %s on the device; its profile is written, exiting with status "
                "%d (KVREMAP_DEFICIT=restart): the next start is sized from it (kvremap run restarts once)\n",
@@ -189,7 +174,7 @@ void report_sizing_outcome(const DeviceKv& d) {
                                              recorded.index, recorded.phase);
   log().warn("device {}: the profile {} did not size this start: {}; the profile is rewritten from this start",
              d.device, d.previous_path, what);
-  trace_profile_event("kv sizing missed", d.device, d.previous_path, what);
+  kv_event([&] { trace_events::kv_sizing_missed(d.device, d.previous_path, what); });
 }
 
 }  // namespace kvremap::interpose::kv_internal
@@ -214,17 +199,22 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
   d.shift_applied = true;
   d.applied_index = q.index;
   d.applied_shift = d.step->shift_bytes;
-  std::string args = fmt::format(
-      R"({{"device":{},"query_index":{},"phase":"{}","driver_free":{},"reported_free":{},"shift_bytes":{},)"
-      R"("sizing":"{}","previous_margin_bytes":{},"previous_shift_bytes":{},"slack_bytes":{},"target_kv_bytes":{},"step_bytes":{},"profile":)",
-      device, q.index, q.phase, reported, told, d.step->shift_bytes, policy::to_string(options().sizing),
-      d.previous->margin_bytes, d.previous->sizing_shift_bytes, d.step->slack_bytes, d.step->target_kv_bytes,
-      d.step->step_bytes);
-  append_json_string(args, d.previous_path);
-  args += R"(,"reason":)";
-  append_json_string(args, d.step->reason);
-  args += "}";
-  trace_kv_event("kv sizing adjusted", args);
+  kv_event([&] {
+    trace_events::kv_sizing_adjusted({.device = device,
+                                      .query_index = q.index,
+                                      .phase = q.phase,
+                                      .driver_free = reported,
+                                      .reported_free = told,
+                                      .shift_bytes = d.step->shift_bytes,
+                                      .sizing = options().sizing,
+                                      .previous_margin_bytes = d.previous->margin_bytes,
+                                      .previous_shift_bytes = d.previous->sizing_shift_bytes,
+                                      .slack_bytes = d.step->slack_bytes,
+                                      .target_kv_bytes = d.step->target_kv_bytes,
+                                      .step_bytes = d.step->step_bytes,
+                                      .profile = d.previous_path,
+                                      .reason = d.step->reason});
+  });
   log().info("device {}: sized from profile {}: {}", device, d.previous_path, d.step->reason);
   return told;
 }

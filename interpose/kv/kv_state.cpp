@@ -3,35 +3,38 @@
 
 #include "interpose/base/library.h"
 #include "interpose/base/process_cmdline.h"
+#include "interpose/base/process_object.h"
 
 namespace kvremap::interpose::kv_internal {
 
-KvState& K() {
-  static KvState* state = [] {
-    auto* s = new KvState;
-    const policy::Options& o = options();
-    const std::vector<std::string> argv = engine_command_line();
-    s->argv = argv;
-    switch (o.engine) {
-      case policy::EngineWhen::detect:
-        s->engine = policy::profile_engine(argv);
-        break;
-      case policy::EngineWhen::vllm:
-        s->engine = policy::with_kind(argv, policy::EngineKind::vllm);
-        break;
-      case policy::EngineWhen::sglang:
-        s->engine = policy::with_kind(argv, policy::EngineKind::sglang);
-        break;
-      case policy::EngineWhen::other:
-        s->engine = policy::with_kind(argv, policy::EngineKind::other);
-        break;
-    }
-    s->trigger_config.mode = o.commit;
-    s->trigger_config.graphs_expected = s->engine.graphs_expected;
-    return s;
-  }();
-  return *state;
+namespace {
+KvState* make_state() {
+  auto* s = new KvState;
+  const policy::Options& o = options();
+  const std::vector<std::string> argv = engine_command_line();
+  s->argv = argv;
+  switch (o.engine) {
+    case policy::EngineWhen::detect:
+      s->engine = policy::profile_engine(argv);
+      break;
+    case policy::EngineWhen::vllm:
+      s->engine = policy::with_kind(argv, policy::EngineKind::vllm);
+      break;
+    case policy::EngineWhen::sglang:
+      s->engine = policy::with_kind(argv, policy::EngineKind::sglang);
+      break;
+    case policy::EngineWhen::other:
+      s->engine = policy::with_kind(argv, policy::EngineKind::other);
+      break;
+  }
+  s->trigger_config.mode = o.commit;
+  s->trigger_config.graphs_expected = s->engine.graphs_expected;
+  return s;
 }
+constinit ProcessObject<KvState, make_state> g_state;
+}  // namespace
+
+KvState& K() { return g_state.get(); }
 
 void refresh_counts(KvState& k) {
   int active = 0, pending = 0;

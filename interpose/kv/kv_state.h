@@ -15,6 +15,7 @@
 #include "interpose/base/device_index.h"
 #include "interpose/kv/kv_arena.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/trace/kv_events.h"
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
 #include "policy/engine.h"
@@ -80,9 +81,15 @@ KvState& K();
 // Recounts kv_detail::g_active and g_pending (kv_manager.h) from the devices' states; under k.lock.
 void refresh_counts(KvState& k);
 
+// kv_arena_setup.cpp: the device's arena, reserved once; false (and d.arena_failed) when the device
+// refuses the settings or the reservation, which is said once on stderr and in the trace.
+bool make_arena(DeviceKv& d);
+
 // kv_commit.cpp. `reason`: the decision point that committed; `call`: the API at that point, for the
 // trace. Under k.lock; outside any capture. Stops the process when the KV cache cannot be backed.
 void commit_locked(DeviceKv& d, policy::CommitReason reason, const char* call);
+// Each category's peak since the tracker's post-KV window began (the KV burst's end, then the commit).
+trace_events::PostKvPeaks post_kv_peaks(int device);
 
 // kv_sizing.cpp: profiles and learned sizing (docs/kv-deferral.md, Profiles and Learned sizing).
 // Once per device: the profile an earlier start of this configuration wrote, and the shift it asks for.

@@ -36,7 +36,7 @@ void write_summary_for_signal() {
 void finish_from_signal(const char* reason) {
   // Inside one of kvremap's hooks on this thread, its locks may be held: no summary then.
   if (inside_hook() || g_finished.exchange(true)) return;
-  const State* state = g_state.load(std::memory_order_acquire);
+  const State* state = g_state.peek();
   if (!state || !state->trace_opened.load() || g_disabled.load()) return;
   g_signal_reason = reason;
   trace().run_on_writer(write_summary_for_signal, 1000);

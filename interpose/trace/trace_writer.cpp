@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "interpose/base/process_object.h"
+
 namespace kvremap::interpose {
 namespace {
 
@@ -39,24 +41,18 @@ std::atomic<HotFormatter> g_formatter{nullptr};
 
 struct ThreadBuffer;
 
-// Never destroyed (thread buffers may flush during exit, after static destructors), and created on
-// first use rather than by dynamic initialisation, which may not have run when a hook fires.
-std::mutex& registry_lock() {
-  static std::mutex* m = new std::mutex;
-  return *m;
-}
-std::vector<ThreadBuffer*>& registry() {
-  static auto* r = new std::vector<ThreadBuffer*>;
-  return *r;
-}
+// Process objects (base/process_object.h): thread buffers may flush during exit, after static
+// destructors, and a hook may fire before this library's dynamic initialisers have run.
+constinit ProcessObject<std::mutex> g_registry_lock;
+std::mutex& registry_lock() { return g_registry_lock.get(); }
+constinit ProcessObject<std::vector<ThreadBuffer*>> g_registry;
+std::vector<ThreadBuffer*>& registry() { return g_registry.get(); }
 // Requires registry_lock. Buffers of exited threads, still registered (and empty), handed to the
 // next new thread: engines start and end threads (and a benchmark does, many times), and a fresh
 // buffer costs an allocation and page faults on its first records, which contend with the
 // program's own mmap/munmap for the address-space lock.
-std::vector<ThreadBuffer*>& idle_buffers() {
-  static auto* r = new std::vector<ThreadBuffer*>;
-  return *r;
-}
+constinit ProcessObject<std::vector<ThreadBuffer*>> g_idle_buffers;
+std::vector<ThreadBuffer*>& idle_buffers() { return g_idle_buffers.get(); }
 // Formatting buffers. Records are formatted into fixed buffers and written from there, never
 // collected in a growing string: growth means fresh pages, and page faults contend with the
 // program's own mmap/munmap for the address-space lock. flush_all (the background writer) reuses
@@ -65,14 +61,13 @@ std::vector<ThreadBuffer*>& idle_buffers() {
 constexpr std::size_t kChunkBytes = 4 * 1024;
 constexpr std::size_t kFlushAllBytes = 256 * 1024;
 static_assert(kChunkBytes >= kMaxLine + 2, "a formatting buffer holds at least one line");
-char* flush_all_buffer() {
-  static char* buffer = new char[kFlushAllBytes];
-  return buffer;
-}
-std::mutex& write_lock() {
-  static std::mutex* m = new std::mutex;
-  return *m;
-}
+struct FlushAllBuffer {
+  char bytes[kFlushAllBytes];
+};
+constinit ProcessObject<FlushAllBuffer> g_flush_all_buffer;
+char* flush_all_buffer() { return g_flush_all_buffer.get().bytes; }
+constinit ProcessObject<std::mutex> g_write_lock;
+std::mutex& write_lock() { return g_write_lock.get(); }
 std::atomic<int> g_fd{-1};
 
 // Set at the first write the file refuses (disk full, file size limit, I/O error): from then on

@@ -9,14 +9,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "interpose/base/process_object.h"
+
 namespace kvremap::interpose {
 namespace {
 
 using Cache = tbb::concurrent_hash_map<std::uintptr_t, std::string>;
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: hooks may run during exit
-  return *c;
-}
+constinit ProcessObject<Cache> g_cache;
+Cache& cache() { return g_cache.get(); }
 
 const char* basename_of(const char* path) {
   const char* slash = std::strrchr(path, '/');

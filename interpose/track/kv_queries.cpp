@@ -1,6 +1,4 @@
 // What the KV manager asks the tracker: the KV window and burst from phase inference, the sizing query, post-KV peaks.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <array>
 #include <mutex>
@@ -43,18 +41,6 @@ void start_post_kv_peaks(int device) {
     c.post_kv_peak.store(c.live.load());
   }
   d.post_kv.store(true);
-}
-
-std::string post_kv_peaks_json(int device) {
-  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  std::string j = "{";
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    if (i) j += ',';
-    const CategoryStats& c = d.categories[i];
-    j += fmt::format(R"("{}":{{"at_kv_end":{},"peak":{},"peak_above":{}}})", policy::to_string(kAllCategories[i]),
-                     c.post_kv_start.load(), c.post_kv_peak.load(), c.post_kv_peak.load() - c.post_kv_start.load());
-  }
-  return j + "}";
 }
 
 PostKvNeeds post_kv_needs(int device) {

@@ -1,8 +1,6 @@
 // Out-of-memory snapshots: the live bytes by category and the top callers at the first failure per phase.
 #include "interpose/track/oom_snapshot.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -10,12 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "interpose/trace/json.h"
+#include "interpose/base/process_object.h"
+#include "interpose/trace/events.h"
 #include "interpose/track/caller.h"
 #include "interpose/track/tracker.h"
 #include "interpose/track/track_events.h"
 #include "interpose/track/tracking_state.h"
-#include "policy/trace_schema.h"
 
 namespace kvremap::interpose {
 namespace {
@@ -37,22 +35,11 @@ struct Registry {
   std::mutex lock;
   std::map<std::pair<int, std::uint64_t>, HeldBy> held;
 };
-std::atomic<Registry*> g_registry{nullptr};
+constinit ProcessObject<Registry> g_registry;
 
-Registry& registry() {
-  Registry* r = g_registry.load(std::memory_order_acquire);
-  if (r) return *r;
-  auto* fresh = new Registry;
-  if (g_registry.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
-  delete fresh;
-  return *r;
-}
+Registry& registry() { return g_registry.get(); }
 
-struct CallerBytes {
-  std::string caller;
-  std::uint64_t bytes = 0;
-  std::uint64_t allocations = 0;
-};
+using trace_events::CallerBytes;
 
 std::vector<CallerBytes> callers_on(int device) {
   std::map<std::string, CallerBytes> by_caller;
@@ -80,37 +67,20 @@ void write_snapshot(State& st, int device, std::uint64_t bytes, const char* api,
   const std::uint8_t phase = d.phase_now.load(std::memory_order_relaxed);
   const std::uint32_t bit = 1u << (phase % 32);
   if (d.oom_phases.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // once per phase
-  std::uint64_t free_bytes = 0;
-  const bool have_free = free_device_bytes(&free_bytes);
-  std::string& e = event_head("i", "oom", "oom snapshot");
-  e += fmt::format(R"(,"s":"p","args":{{"device":{},"phase":"{}","api":)", device,
-                   policy::kPhaseNames[phase % policy::kPhaseNames.size()]);
-  append_json_string(e, api);
-  e += fmt::format(R"(,"requested_bytes":{})", bytes);
+  trace_events::OomSnapshot snapshot;
+  snapshot.device = device;
+  snapshot.phase = static_cast<policy::Phase>(phase);
+  snapshot.api = api;
+  snapshot.requested_bytes = bytes;
   const std::string caller = caller_object(return_address);
-  if (!caller.empty()) {
-    e += R"(,"caller":)";
-    append_json_string(e, caller);
-  }
-  if (have_free) e += fmt::format(R"(,"device_free_bytes":{})", free_bytes);
-  e += R"(,"live_bytes":{)";
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < kCategories; ++i) {
-    const std::int64_t live = std::max<std::int64_t>(0, d.categories[index_of(kAllCategories[i])].live.load());
-    total += static_cast<std::uint64_t>(live);
-    e += fmt::format(R"({}"{}":{})", i ? "," : "", policy::kCategoryNames[index_of(kAllCategories[i])], live);
-  }
-  e += fmt::format(R"(}},"live_total_bytes":{},"top_callers":[)", total);
-  std::uint64_t named = 0;
-  const std::vector<CallerBytes> callers = callers_on(device);
-  for (std::size_t i = 0; i < callers.size() && i < kTopCallers; ++i) {
-    e += i ? R"(,{"caller":)" : R"({"caller":)";
-    append_json_string(e, callers[i].caller.empty() ? std::string_view("unknown") : std::string_view(callers[i].caller));
-    e += fmt::format(R"(,"bytes":{},"allocations":{}}})", callers[i].bytes, callers[i].allocations);
-    named += callers[i].bytes;
-  }
-  e += fmt::format(R"(],"other_bytes":{}}}}})", total > named ? total - named : 0);
-  trace().event(e, true);
+  snapshot.caller = caller;
+  std::uint64_t free_bytes = 0;
+  if (free_device_bytes(&free_bytes)) snapshot.device_free_bytes = &free_bytes;
+  for (std::size_t i = 0; i < kCategories; ++i)
+    snapshot.live_bytes[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
+  snapshot.top_callers = callers_on(device);
+  if (snapshot.top_callers.size() > kTopCallers) snapshot.top_callers.resize(kTopCallers);
+  trace_events::oom_snapshot(snapshot);
   emit_counter(st, device, true, ticks());
 }
 
@@ -140,6 +110,6 @@ void on_out_of_memory(std::uint64_t bytes, const char* api, void* return_address
   }
 }
 
-void oom_child_after_fork() { g_registry.store(nullptr, std::memory_order_release); }
+void oom_child_after_fork() { g_registry.replace(nullptr); }
 
 }  // namespace kvremap::interpose

@@ -23,7 +23,9 @@
 #include "interpose/driver/driver_api.h"
 #include "interpose/base/guard.h"
 #include "interpose/base/hot_path.h"
-#include "interpose/trace/json.h"
+#include "interpose/base/process_id.h"
+#include "interpose/trace/events.h"
+#include "interpose/trace/hot_format.h"
 #include "interpose/base/library.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracking_state.h"
@@ -40,11 +42,7 @@ void disable(const char* why) {
   if (g_disabled.exchange(true)) return;
   log().error("tracking disabled: {}; every call now passes straight through", why);
   try {
-    std::string& e = event_head("i", "kvremap", "tracking disabled");
-    e += R"(,"s":"g","args":{"reason":)";
-    append_json_string(e, why);
-    e += "}}";
-    trace().event(e, true);
+    trace_events::tracking_disabled(why);
   } catch (...) {
   }
 }
@@ -54,7 +52,7 @@ constinit std::atomic<void (*)()> g_tracking_start_hook{nullptr};
 
 [[gnu::noinline]] void start_tracking() {
   std::call_once(S().open_once, [] {
-    open_trace();
+    trace_events::open_trace();
     if (void (*hook)() = g_tracking_start_hook.load(std::memory_order_acquire)) hook();
     S().trace_opened.store(true, std::memory_order_release);
   });
@@ -107,19 +105,10 @@ void feed_phase(int device, policy::EventKind kind) {
     }
   }
   if (!change) return;
-  std::string& e = event_head("i", "phase", fmt::format("phase: {}", policy::to_string(change->to)));
-  e += fmt::format(R"(,"s":"g","args":{{"device":{},"phase":"{}","previous":"{}","reason":)", device,
-                   policy::to_string(change->to), policy::to_string(change->from));
-  append_json_string(e, change->reason);
-  e += "}}";
-  trace().event(e, true);
+  trace_events::phase_changed(device, change->from, change->to, change->reason);
   emit_all_counters();
   log().info("device {}: phase {} -> {} ({})", device, policy::to_string(change->from), policy::to_string(change->to),
              change->reason);
-}
-
-std::string_view current_phase_name(int device) {
-  return policy::to_string(static_cast<policy::Phase>(S().devices[static_cast<std::size_t>(device)].phase_now.load()));
 }
 
 // The device of the calling thread's last tracked call (t_hot.last_device): launches are
@@ -215,22 +204,14 @@ template <typename Body>
 }
 
 // Graph execs and modules: driver objects that hold device memory from creation to destruction.
-void held_object_event(const char* cat, const char* name, const char* api, const char* key_field, std::uint64_t key,
-                       std::uint64_t bytes, int device) {
-  std::string& e = event_head("i", cat, name);
-  e += fmt::format(R"(,"s":"t","args":{{"api":"{}","{}":{},"bytes":{},"device":{}}}}})", api, key_field,
-                   hex_pointer(key), bytes, device);
-  trace().event(e);
-  emit_counter(device, false);
-}
-
 // Returns the device charged.
-int held_object_loaded(LiveMap& map, Category c, const char* cat, const char* name, const char* key_field,
-                       std::uint64_t key, std::uint64_t bytes, const char* api) {
+int held_object_loaded(LiveMap& map, Category c, trace_events::HeldObject kind, std::uint64_t key, std::uint64_t bytes,
+                       const char* api) {
   const int device = tracked_device();
   see_device(device);
   record(S(), map, key, device, c, bytes);
-  held_object_event(cat, name, api, key_field, key, bytes, device);
+  trace_events::held_object_created(kind, api, key, bytes, device);
+  emit_counter(device, false);
   return device;
 }
 
@@ -276,16 +257,6 @@ OwnCaptures* this_threads_captures() {
 
 }  // namespace
 
-namespace tracker_detail {
-State& create_state() {
-  auto* fresh = new State;
-  State* expected = nullptr;
-  if (g_state.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return *fresh;
-  delete fresh;  // another thread's first call won
-  return *expected;
-}
-}  // namespace tracker_detail
-
 int tracked_device_now() { return tracked_device(); }
 
 void reclassify(std::uint64_t ptr, bool to_kv) {
@@ -302,27 +273,15 @@ void reclassify(std::uint64_t ptr, bool to_kv) {
     if (from == to) return;
     account_free(st, before.device, from, before.bytes);
     account_alloc(st, before.device, to, before.bytes);
-    // A free in the old category and an allocation in the new one, so replaying the events gives
-    // the same bytes per category as the summary.
-    for (const bool freeing : {true, false}) {
-      std::string& e = event_head("i", "alloc", freeing ? "free" : "alloc");
-      e +=
-          fmt::format(R"(,"s":"t","args":{{"api":"kvremap reclassify","ptr":{},"bytes":{},"device":{},"category":"{}")",
-                      hex_pointer(ptr), before.bytes, before.device, policy::to_string(freeing ? from : to));
-      if (!freeing) e += fmt::format(R"(,"phase":"{}")", current_phase_name(before.device));
-      e += "}}";
-      trace().event(e);
-    }
+    trace_events::reclassified(
+        ptr, before.bytes, before.device, from, to,
+        static_cast<policy::Phase>(st.devices[static_cast<std::size_t>(before.device)].phase_now.load()));
   });
 }
 
-void trace_kv_event(const char* name, const std::string& args_json) {
-  guarded("trace_kv_event", [&] {
-    std::string& e = event_head("i", "kv", name);
-    e += R"(,"s":"g","args":)";
-    e += args_json;
-    e += "}";
-    trace().event(e, true);
+void kv_event(const std::function<void()>& write) {
+  guarded("kv_event", [&] {
+    write();
     emit_all_counters();
   });
 }
@@ -349,7 +308,7 @@ KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind
       } else {
         // Large allocations name their caller: the record's line, formatted here, plus that string.
         const std::string caller = caller_object(return_address);
-        emit_hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
+        trace_events::hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
                       fits ? nullptr : &bytes);
         note_caller(static_cast<int>(held_of(kind)), ptr, device, bytes, caller);
       }
@@ -372,7 +331,7 @@ KVREMAP_HOT_PATH FreeTicket begin_free(std::uint64_t key, Held held) {
   ticket.held = held;
   // Without a state nothing was ever tracked, so none is created here; and a take neither allocates
   // nor throws, so this step needs no guard beyond the off switch.
-  State* st = g_state.load(std::memory_order_acquire);
+  State* st = g_state.peek();
   if (KVREMAP_UNLIKELY(!st || g_disabled.load(std::memory_order_relaxed))) return ticket;
   const std::optional<Live> live = map_of(*st, held).take(key);
   if (KVREMAP_UNLIKELY(!live)) return ticket;
@@ -397,11 +356,14 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
     account_free(st, live.device, live.category, live.bytes);
     if (KVREMAP_UNLIKELY(live.bytes >= stack_min_bytes_option())) forget_caller(static_cast<int>(ticket.held), ticket.key);
     if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
-      held_object_event("graph", "graph exec destroy", api, "exec", ticket.key, live.bytes, live.device);
+      trace_events::held_object_destroyed(trace_events::HeldObject::graph_exec, api, ticket.key, live.bytes,
+                                          live.device);
+      emit_counter(live.device, false);
       return;
     }
     if (KVREMAP_UNLIKELY(ticket.held == Held::kModule)) {
-      held_object_event("module", "module unload", api, "handle", ticket.key, live.bytes, live.device);
+      trace_events::held_object_destroyed(trace_events::HeldObject::module, api, ticket.key, live.bytes, live.device);
+      emit_counter(live.device, false);
       return;
     }
     const std::uint64_t now = ticks();
@@ -409,7 +371,7 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
       if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
         trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
       } else {
-        emit_hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
+        trace_events::hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
                       nullptr, &live.bytes);
       }
     }
@@ -439,7 +401,7 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     const bool sizing =
         !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
     if (sizing) d.sizing_free.store(returned_free);
-    std::string args;
+    trace_events::MemoryQuery query;
     {
       std::lock_guard<std::mutex> g(S().lock);
       const auto& tracker = S().phases[static_cast<std::size_t>(device)];
@@ -448,17 +410,13 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
         d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
         d.sizing_driver_free.store(driver_free);
       }
-      args = fmt::format(
-          R"({{"index":{},"api":"{}","device":{},"driver_free":{},"driver_total":{},"returned_free":{},"returned_total":{},"phase":"{}","ts":{:.3f}}})",
-          S().checkpoints.size(), api, device, driver_free, driver_total, returned_free, returned_total,
-          policy::to_string(tracker ? tracker->current() : policy::Phase::init), trace_now_us());
-      S().checkpoints.push_back(args);
+      query = {S().checkpoints.size(), api,           device,
+               driver_free,            driver_total,  returned_free,
+               returned_total,         tracker ? tracker->current() : policy::Phase::init,
+               trace_now_ns()};
+      S().checkpoints.push_back(query);
     }
-    std::string& e = event_head("i", "checkpoint", "memory query");
-    e += R"(,"s":"p","args":)";
-    e += args;
-    e += "}";
-    trace().event(e, true);
+    trace_events::memory_query(query);
     emit_counter(device, true);
     feed_phase(device, policy::MemoryQuery{driver_free, driver_total, returned_free, returned_total});
     // After feed_phase, which shows the tracker the launches since the last event: the query that
@@ -515,31 +473,9 @@ void on_capture_end(std::uint64_t stream, bool ok) {
       release_own_captures(ended->owner);
     }
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
-    static constexpr const char* kModes[] = {"global", "thread_local", "relaxed"};
     const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
-    const std::string args =
-        fmt::format(R"("args":{{"capture_id":{},"stream":{},"mode":"{}","status":"{}","allocated_bytes":{}}}}})",
-                    ended->id, hex_pointer(stream), kModes[ended->mode >= 0 && ended->mode <= 2 ? ended->mode : 0],
-                    ok ? "ok" : "invalidated", ended->allocated);
-    const double begin_us = static_cast<double>(ended->begin_ns) / 1000.0;
-    if (!interleaved) {
-      // A slice on the capturing thread's track.
-      trace().event(
-          fmt::format(R"({{"ph":"X","cat":"capture","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":"capture",{})",
-                      process_id(), ended->tid, begin_us, static_cast<double>(end_ns - ended->begin_ns) / 1000.0, args),
-          true);
-    } else {
-      // It would end inside a window that began after it on the same track, which slices cannot
-      // express: an async pair instead, which viewers draw on a track of its own.
-      trace().event(
-          fmt::format(R"({{"ph":"b","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture",{})",
-                      ended->id, process_id(), ended->tid, begin_us, args));
-      trace().event(
-          fmt::format(
-              R"({{"ph":"e","cat":"capture","id":"{:#x}","pid":{},"tid":{},"ts":{:.3f},"name":"capture","args":{{}}}})",
-              ended->id, process_id(), ended->tid, static_cast<double>(end_ns) / 1000.0),
-          true);
-    }
+    trace_events::capture_ended({ended->id, stream, ended->mode, ok, ended->allocated, ended->tid, ended->begin_ns,
+                                 end_ns, interleaved});
     feed_phase(device, policy::CaptureEnd{ended->id, ok});
   });
 }
@@ -554,7 +490,7 @@ bool free_device_bytes(std::uint64_t* free_bytes) {
 void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api) {
   guarded("on_graph_instantiate", [&] {
     const int device =
-        held_object_loaded(S().execs, Category::graph_exec, "graph", "graph instantiate", "exec", exec, bytes, api);
+        held_object_loaded(S().execs, Category::graph_exec, trace_events::HeldObject::graph_exec, exec, bytes, api);
     feed_phase(device, policy::GraphInstantiate{bytes});
   });
 }
@@ -575,7 +511,7 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) 
   guarded("on_module_load", [&] {
     S().module_loads.fetch_add(1, std::memory_order_relaxed);
     const int device =
-        held_object_loaded(S().modules, Category::module, "module", "module load", "handle", handle, bytes, api);
+        held_object_loaded(S().modules, Category::module, trace_events::HeldObject::module, handle, bytes, api);
     feed_phase(device, policy::ModuleLoad{bytes});
   });
 }
@@ -584,15 +520,15 @@ void set_tracking_start_hook(void (*hook)()) {
   g_tracking_start_hook.store(hook, std::memory_order_release);
   // A hook that ran before this library's constructor (another library's constructor using CUDA)
   // may have started tracking already.
-  const State* st = g_state.load(std::memory_order_acquire);
+  const State* st = g_state.peek();
   if (hook && st && st->trace_opened.load(std::memory_order_acquire)) hook();
 }
 
 void tracker_child_after_fork() {
   // The child starts afresh: its own trace (opened at its first CUDA call), nothing tracked.
   auto* fresh = new State;
-  fresh->forked_from = g_state.load();
-  g_state.store(fresh, std::memory_order_release);
+  fresh->forked_from = g_state.peek();
+  g_state.replace(fresh);
   g_disabled.store(false);
   g_finished.store(false);
   // The parent's open captures are not the child's; their ActiveCaptures stay in the parent's

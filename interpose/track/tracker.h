@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -76,10 +77,9 @@ bool capture_open();                        // any capture this thread or a glob
 // The activation peak of the engine's profiling pass (its allocations above what was live at the
 // query before it), measured at the query that ended it; 0 if none was seen.
 std::uint64_t profiling_peak_bytes(int device);
-// From now on, per-category peaks are also kept since this point (the end of the KV burst); the
-// JSON object {"kv":{"at_kv_end":N,"peak":N,"peak_above":N},...} of those peaks, for the commit event.
+// From now on, per-category peaks are also kept since this point (the end of the KV burst, later the
+// commit); post_kv_windows reads them.
 void start_post_kv_peaks(int device);
-std::string post_kv_peaks_json(int device);
 // Since start_post_kv_peaks: what stays resident beyond the KV cache (every other category's live
 // bytes above their level then), and what came and went (each category's peak above its live now).
 struct PostKvNeeds {
@@ -117,8 +117,9 @@ inline constexpr std::size_t kCategoryWindows = 7;
 std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
-// A kv-category instant event with preformatted JSON args (written at once).
-void trace_kv_event(const char* name, const std::string& args_json);
+// A KV event: `write` writes it (a function of trace/kv_events.h); the tracker guards it as it does
+// its own events and samples every device's counters after it.
+void kv_event(const std::function<void()>& write);
 int tracked_device_now();
 
 namespace tracker_detail {

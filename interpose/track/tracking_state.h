@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "interpose/base/device_index.h"
-#include "interpose/trace/event_line.h"
+#include "interpose/trace/events.h"
 #include "interpose/base/hot_path.h"
+#include "interpose/base/process_object.h"
 #include "interpose/track/live_map.h"
 #include "interpose/base/thread_hot.h"
 #include "interpose/trace/trace_writer.h"
@@ -118,7 +119,7 @@ struct State {
   std::mutex lock;  // captures, checkpoints, phase trackers
   std::vector<ActiveCapture> captures;
   std::uint64_t next_capture_id = 1;
-  std::vector<std::string> checkpoints;  // JSON objects, for the summary
+  std::vector<trace_events::MemoryQuery> checkpoints;  // every memory query, for the summary
   std::array<std::optional<policy::PhaseTracker>, kMaxDevices> phases;
   std::atomic<bool> all_serving{false};
 
@@ -128,15 +129,9 @@ struct State {
   std::atomic<std::uint64_t> module_loads{0};
 };
 
-// A constant-initialised pointer, not a global object: hooks can run before this library's dynamic
-// initialisers (another library's constructor may allocate), and a forked child swaps in a fresh
-// state. Reading it costs one load, unlike a function-local static's guard on every call.
-inline std::atomic<State*> g_state{nullptr};
-State& create_state();
-[[gnu::always_inline]] inline State& S() {
-  State* s = g_state.load(std::memory_order_acquire);
-  return KVREMAP_LIKELY(s != nullptr) ? *s : create_state();
-}
+// A forked child swaps in a fresh state (tracker_child_after_fork).
+inline constinit ProcessObject<State> g_state;
+[[gnu::always_inline]] inline State& S() { return g_state.get(); }
 // Whether a capture is open on one of the calling thread's streams (its OwnCaptures, in t_hot).
 inline bool own_capture_open() {
   const OwnCaptures* c = t_hot.own_captures;

@@ -658,7 +658,7 @@ TEST(TraceReaderRobustness, ProblemsStayOneLineWhateverTheNamesHold) {
 // mistyped and odd variants, and each line cut at every byte, must read the same or fail the same.
 namespace {
 
-// The writer's hot lines (interpose/track/track_events.cpp format_hot_record), then the synthetic
+// The writer's hot lines (interpose/trace/hot_format.cpp format_hot_record), then the synthetic
 // trace's key order.
 const std::vector<std::string> kWriterHotLines = {
     R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":1.500,"args":{"api":"cudaMalloc","ptr":"0x7f0000200000","bytes":2097152,"device":0,"category":"other","phase":"loading","caller":"libc10_cuda.so"}})",
