@@ -1,6 +1,7 @@
 // What the interposer observes, as plain values: the input of phase inference, tracking and trace replay.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -10,6 +11,7 @@ namespace kvremap::policy {
 
 // Where an allocation's bytes are accounted. Device addresses are integers: policy never sees CUDA types.
 enum class Category : std::uint8_t { kv, graph_pool, graph_exec, module, async_pool, vmm, other };
+inline constexpr std::size_t kCategoryCount = 7;  // Category's values, kv .. other
 std::string_view to_string(Category category);
 std::optional<Category> category_from_string(std::string_view name);
 

@@ -48,8 +48,6 @@ std::uint64_t fnv1a_64(std::string_view bytes);
 // "<engine>-<16 hex digits of fnv1a_64(key_text)>-rank<r>.json", e.g. "vllm-0123456789abcdef-rank0.json".
 std::string profile_file_name(const ProfileKey& key);
 
-inline constexpr std::size_t kCategoryCount = 7;  // Category's values, kv .. other
-
 // What one category needed after the engine sized its KV cache.
 struct PostKvPeak {
   std::uint64_t resident_bytes = 0;   // still held at the commit

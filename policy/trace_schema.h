@@ -4,6 +4,8 @@
 #include <array>
 #include <string_view>
 
+#include "policy/events.h"
+
 namespace kvremap::policy {
 
 // Written into every trace's header and summary. Version 2 added allocation lifetimes (an "alloc"
@@ -11,7 +13,7 @@ namespace kvremap::policy {
 inline constexpr int kTraceSchemaVersion = 2;
 
 // The allocation categories, in policy::Category's order (the order reports print them).
-inline constexpr std::array<std::string_view, 7> kCategoryNames{"kv",         "graph_pool", "graph_exec", "module",
+inline constexpr std::array<std::string_view, kCategoryCount> kCategoryNames{"kv",         "graph_pool", "graph_exec", "module",
                                                                 "async_pool", "vmm",        "other"};
 
 // The start-up phases, in policy::Phase's order (the order an engine start-up goes through them).

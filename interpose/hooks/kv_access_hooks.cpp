@@ -104,13 +104,13 @@ void touch_3d_batch(size_t count, const CUDA_MEMCPY3D_BATCH_OP* ops, const char*
 }
 
 // A driver refusal of an export or handle of KV memory: the engine's own cudaMalloc might have been
-// accepted, so the error is kvremap's to explain — once per function, naming what would work.
-void explain_refusal(CUresult r, std::uint64_t address, const char* api, const char* why) {
+// accepted, so the error is kvremap's to explain — once per function (its own `explained` flag),
+// naming what would work.
+void explain_refusal(CUresult r, std::uint64_t address, const char* api, std::atomic<bool>& explained,
+                     const char* why) {
   std::uint64_t base = 0, size = 0;
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED || !kv_region_of(address, &base, &size)) return;
-  static std::atomic<int> explained{0};
-  const int bit = (std::strcmp(api, "cuIpcGetMemHandle") == 0) ? 1 : 2;
-  if (explained.fetch_or(bit, std::memory_order_relaxed) & bit) return;
+  if (explained.exchange(true, std::memory_order_relaxed)) return;
   log().warn("{} of KV tensor {:#x} ({} bytes) failed with {}: {}", api, base, size, real_error_name(r), why);
 }
 
@@ -148,18 +148,14 @@ KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr)
 KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr)
 
 // Copies between a device pointer and a CUDA array: only the pointer side can be KV.
-#define KVREMAP_ARRAY_COPY_HOOKS(exp, per_thread)                                                 \
-  KVREMAP_HOOK CUresult exp(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {         \
-    KVREMAP_ENTER(exp, dst, offset, src, bytes);                                                  \
-    kv_touch(src, bytes, #exp);                                                                   \
-    return real(dst, offset, src, bytes);                                                         \
-  }                                                                                               \
-  KVREMAP_HOOK CUresult per_thread(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {  \
-    KVREMAP_ENTER(per_thread, dst, offset, src, bytes);                                           \
-    kv_touch(src, bytes, #per_thread);                                                            \
-    return real(dst, offset, src, bytes);                                                         \
+#define KVREMAP_TO_ARRAY_HOOK(exp)                                                            \
+  KVREMAP_HOOK CUresult exp(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {     \
+    KVREMAP_ENTER(exp, dst, offset, src, bytes);                                              \
+    kv_touch(src, bytes, #exp);                                                               \
+    return real(dst, offset, src, bytes);                                                     \
   }
-KVREMAP_ARRAY_COPY_HOOKS(cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds)
+KVREMAP_TO_ARRAY_HOOK(cuMemcpyDtoA_v2)
+KVREMAP_TO_ARRAY_HOOK(cuMemcpyDtoA_v2_ptds)
 #define KVREMAP_FROM_ARRAY_HOOK(exp)                                                          \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) {     \
     KVREMAP_ENTER(exp, dst, src, offset, bytes);                                              \
@@ -312,7 +308,8 @@ KVREMAP_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr)
   KVREMAP_ENTER(cuIpcGetMemHandle, handle, ptr);
   kv_touch(ptr, 1, "cuIpcGetMemHandle");
   const CUresult r = real(handle, ptr);
-  explain_refusal(r, ptr, "cuIpcGetMemHandle",
+  static std::atomic<bool> explained{false};
+  explain_refusal(r, ptr, "cuIpcGetMemHandle", explained,
                   "KV tensors are VMM memory in kvremap's arena, which legacy CUDA IPC cannot share; share them "
                   "with cuMemRetainAllocationHandle and cuMemExportToShareableHandle, keep this buffer out of the "
                   "arena with kvremap_tag_push(\"none\"), or run with KVREMAP_MODE=observe");
@@ -373,7 +370,8 @@ KVREMAP_HOOK CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dp
   KVREMAP_ENTER(cuMemGetHandleForAddressRange, handle, dptr, size, type, flags);
   kv_touch(dptr, size, "cuMemGetHandleForAddressRange");
   const CUresult r = real(handle, dptr, size, type, flags);
-  explain_refusal(r, dptr, "cuMemGetHandleForAddressRange",
+  static std::atomic<bool> explained{false};
+  explain_refusal(r, dptr, "cuMemGetHandleForAddressRange", explained,
                   "kvremap backs KV tensors with one VMM handle per KVREMAP_CHUNK_BYTES; KVREMAP_KV_ONE_HANDLE=1 "
                   "backs each with one handle, as one cudaMalloc would be");
   return r;

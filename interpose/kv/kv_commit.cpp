@@ -58,7 +58,6 @@ std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::stri
 }  // namespace
 
 trace_events::PostKvPeaks post_kv_peaks(int device) {
-  static_assert(kCategoryWindows == std::tuple_size_v<trace_events::PostKvPeaks>);
   const auto windows = post_kv_windows(device);
   trace_events::PostKvPeaks peaks{};
   for (std::size_t i = 0; i < windows.size(); ++i) peaks[i] = {windows[i].at_start, windows[i].peak};

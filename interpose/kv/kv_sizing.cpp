@@ -19,8 +19,6 @@
 
 namespace kvremap::interpose::kv_internal {
 
-static_assert(kCategoryWindows == policy::kCategoryCount);
-
 std::int64_t wall_seconds() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
 // The profile of the start-up just committed: the key from the engine's command line and the device,

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,7 @@
 
 namespace kvremap::interpose::trace_events {
 
-inline constexpr std::size_t kCategoryCount = policy::kCategoryNames.size();
+using policy::kCategoryCount;
 
 // Creates this process's trace file (kvremap-HOST-PID[.N].json in KVREMAP_TRACE_DIR) with its
 // header and one "option error" event per problem the options had; logs and leaves tracing off
@@ -84,7 +85,7 @@ struct OomSnapshot {
   std::string_view api;
   std::uint64_t requested_bytes = 0;
   std::string_view caller;                   // empty: not resolved
-  const std::uint64_t* device_free_bytes = nullptr;  // null: the driver could not say
+  std::optional<std::uint64_t> device_free_bytes;  // empty: the driver could not say
   std::array<std::uint64_t, kCategoryCount> live_bytes{};
   std::vector<CallerBytes> top_callers;      // largest first, at most the snapshot's limit
 };

@@ -24,7 +24,7 @@ struct CategoryPeak {
   std::int64_t peak = 0;
 };
 // Per category, in policy::kCategoryNames' order.
-using PostKvPeaks = std::array<CategoryPeak, policy::kCategoryNames.size()>;
+using PostKvPeaks = std::array<CategoryPeak, policy::kCategoryCount>;
 
 // Settings only the device can check refused the device's arena; `reason` is the line printed.
 void kv_arena_refused(int device, std::string_view reason);

@@ -78,10 +78,11 @@ void write_option_error(const policy::OptionProblem& p) {
 }
 
 void append_memory_query(std::string& out, const MemoryQuery& q) {
+  out += fmt::format(R"({{"index":{},"api":)", q.index);
+  append_json_string(out, q.api);
   out += fmt::format(
-      R"({{"index":{},"api":"{}","device":{},"driver_free":{},"driver_total":{},"returned_free":{},"returned_total":{},"phase":"{}","ts":)",
-      q.index, q.api, q.device, q.driver_free, q.driver_total, q.returned_free, q.returned_total,
-      policy::to_string(q.phase));
+      R"(,"device":{},"driver_free":{},"driver_total":{},"returned_free":{},"returned_total":{},"phase":"{}","ts":)",
+      q.device, q.driver_free, q.driver_total, q.returned_free, q.returned_total, policy::to_string(q.phase));
   append_us_from_ns(out, q.ts_ns);
   out += '}';
 }

@@ -80,11 +80,10 @@ UpcomingQuery upcoming_memory_query(int device) {
   return q;
 }
 
-static_assert(kCategoryWindows == kCategories);
 
-std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device) {
+std::array<CategoryWindow, policy::kCategoryCount> post_kv_windows(int device) {
   const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
-  std::array<CategoryWindow, kCategoryWindows> out{};
+  std::array<CategoryWindow, policy::kCategoryCount> out{};
   for (std::size_t i = 0; i < kCategories; ++i) {
     const CategoryStats& c = d.categories[i];
     out[i] = CategoryWindow{c.post_kv_start.load(), c.post_kv_peak.load(), c.live.load()};

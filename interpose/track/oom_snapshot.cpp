@@ -74,8 +74,7 @@ void write_snapshot(State& st, int device, std::uint64_t bytes, const char* api,
   snapshot.requested_bytes = bytes;
   const std::string caller = caller_object(return_address);
   snapshot.caller = caller;
-  std::uint64_t free_bytes = 0;
-  if (free_device_bytes(&free_bytes)) snapshot.device_free_bytes = &free_bytes;
+  if (std::uint64_t free_bytes = 0; free_device_bytes(&free_bytes)) snapshot.device_free_bytes = free_bytes;
   for (std::size_t i = 0; i < kCategories; ++i)
     snapshot.live_bytes[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
   snapshot.top_callers = callers_on(device);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "interpose/base/hot_path.h"
+#include "policy/events.h"
 
 namespace kvremap::interpose {
 
@@ -113,8 +114,7 @@ struct CategoryWindow {
   std::int64_t peak = 0;
   std::int64_t live = 0;
 };
-inline constexpr std::size_t kCategoryWindows = 7;
-std::array<CategoryWindow, kCategoryWindows> post_kv_windows(int device);
+std::array<CategoryWindow, policy::kCategoryCount> post_kv_windows(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
 // A KV event: `write` writes it (a function of trace/kv_events.h); the tracker guards it as it does

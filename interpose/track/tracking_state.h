@@ -24,7 +24,7 @@ namespace kvremap::interpose::tracker_detail {
 
 using policy::Category;
 
-constexpr std::size_t kCategories = 7;
+constexpr std::size_t kCategories = policy::kCategoryCount;
 constexpr std::array<Category, kCategories> kAllCategories{Category::kv,     Category::graph_pool, Category::graph_exec,
                                                            Category::module, Category::async_pool, Category::vmm,
                                                            Category::other};

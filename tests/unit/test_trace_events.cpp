@@ -98,14 +98,13 @@ void TraceEvents::write_events() {
   const std::uint64_t begin = trace_now_ns();
   trace_events::capture_ended({7, 0x5000, 1, true, 3 * kMiB, current_tid(), begin, begin + 1500, false});
   trace_events::capture_ended({8, 0x6000, 2, false, 0, current_tid(), begin, begin + 2500, true});
-  const std::uint64_t free_bytes = 1 * kMiB;
   trace_events::OomSnapshot oom;
   oom.device = 0;
   oom.phase = Phase::capture;
   oom.api = "cudaMalloc";
   oom.requested_bytes = 4 * kMiB;
   oom.caller = "libtorch_cuda.so";
-  oom.device_free_bytes = &free_bytes;
+  oom.device_free_bytes = 1 * kMiB;
   oom.live_bytes[static_cast<std::size_t>(Category::kv)] = 2 * kMiB;
   oom.live_bytes[static_cast<std::size_t>(Category::module)] = 8192;
   oom.top_callers = {{"libc10_cuda.so", 2 * kMiB, 1}, {"", 8192, 1}};
