@@ -24,7 +24,9 @@ configure_and_build() {  # build-dir sanitizers [targets...]
     -DKVREMAP_SANITIZE="$sanitizers" >/dev/null
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
+  local began=$(date +%s)
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
+  built=$(($(date +%s) - began))
 }
 
 for stage in ${SANITIZERS-asan tsan}; do
@@ -52,5 +54,5 @@ for stage in ${SANITIZERS-asan tsan}; do
       exit 2
       ;;
   esac
-  echo "sanitize: $stage stage passed in $(($(date +%s) - start)) s"
+  echo "sanitize: $stage stage passed in $(($(date +%s) - start)) s (build $built s)"
 done

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "interpose/base/no_file_size_signal.h"
 #include "interpose/base/process_object.h"
 
 namespace kvremap::interpose {
@@ -117,6 +118,7 @@ void write_stop_line(int fd, const char* line, std::size_t size) {
 
 void write_all(int fd, const char* p, std::size_t left) {
   if (fd < 0 || left == 0 || g_write_failed.load(std::memory_order_relaxed)) return;
+  const NoFileSizeSignal no_signal;  // a file size limit stops tracing (EFBIG below), never the program
   const std::size_t whole = left;
   while (left > 0) {
     const ssize_t n = ::write(fd, p, left);

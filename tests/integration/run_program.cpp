@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +43,17 @@ std::vector<std::string> child_environment(const std::vector<std::string>& env, 
   return environment;
 }
 
-int kill_after(const std::vector<std::string>& argv, const std::vector<std::string>& env, long long delay_us) {
+std::uint64_t trace_bytes(const std::string& dir) {
+  std::uint64_t total = 0;
+  for (const std::string& file : trace_files(dir)) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0) total += static_cast<std::uint64_t>(st.st_size);
+  }
+  return total;
+}
+
+int kill_at_trace_bytes(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                        const std::string& trace_dir, std::uint64_t bytes) {
   std::vector<std::string> environment = child_environment(env);
   std::vector<std::string> argv_copy = argv;
   std::vector<char*> args, envp;
@@ -59,12 +70,22 @@ int kill_after(const std::vector<std::string>& argv, const std::vector<std::stri
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
-  const timespec delay{static_cast<time_t>(delay_us / 1000000), static_cast<long>(delay_us % 1000000) * 1000};
-  nanosleep(&delay, nullptr);
-  kill(child, SIGKILL);
   int status = 0;
+  for (;;) {
+    if (waitpid(child, &status, WNOHANG) == child) return status;
+    if (trace_bytes(trace_dir) >= bytes) break;
+    const timespec poll_interval{0, 200'000};
+    nanosleep(&poll_interval, nullptr);
+  }
+  kill(child, SIGKILL);
   waitpid(child, &status, 0);
   return status;
+}
+
+int repetitions(int full, int short_form, int least) {
+  const char* long_tests = std::getenv("KVREMAP_LONG_TESTS");
+  const int wanted = long_tests != nullptr && std::string(long_tests) == "1" ? full : short_form;
+  return std::max(least, wanted / KVREMAP_TEST_SLOWDOWN);
 }
 
 RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,

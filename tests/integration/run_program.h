@@ -1,6 +1,7 @@
 // Runs a program in a child process with a chosen environment and captures its output and status.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,19 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
 // removed: what run_program gives its child.
 std::vector<std::string> child_environment(const std::vector<std::string>& env, const std::vector<std::string>& unset = {});
 
-// Starts `argv` with run_program's environment (output to /dev/null), sends it SIGKILL after
-// `delay_us` microseconds and returns its wait status (killed, or exited before the signal).
-int kill_after(const std::vector<std::string>& argv, const std::vector<std::string>& env, long long delay_us);
+// Starts `argv` with run_program's environment (output to /dev/null) and sends it SIGKILL once the kvremap-*.json traces in `trace_dir`
+// hold `bytes` bytes together: a kill point set by how far the program has got, not by the clock, so
+// a busy machine moves it by at most what the program writes between two polls. Returns the wait
+// status (killed, or exited before the trace grew that far).
+int kill_at_trace_bytes(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                        const std::string& trace_dir, std::uint64_t bytes);
+// The bytes of every kvremap-*.json trace in `dir` together.
+std::uint64_t trace_bytes(const std::string& dir);
+
+// How many times a test repeats an expensive run: `full` in the labelled long suite
+// (KVREMAP_LONG_TESTS=1, bench/long-tests.sh), `short_form` otherwise, divided by the build's
+// KVREMAP_TEST_SLOWDOWN (sanitized builds run programs several times slower), never below `least`.
+int repetitions(int full, int short_form, int least = 1);
 
 // A fresh empty directory under the build tree's temp area.
 std::string make_temp_dir();

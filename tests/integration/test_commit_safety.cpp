@@ -20,7 +20,9 @@
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
-using kvremap::testing::kill_after;
+using kvremap::testing::kill_at_trace_bytes;
+using kvremap::testing::repetitions;
+using kvremap::testing::trace_bytes;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -343,29 +345,26 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
 TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  const std::string base_dir = make_temp_dir();
   env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer"});
   const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"};
-  // How long a whole start-up takes here, to spread the kill points over it: the shorter of two
-  // runs, so one slowed by a busy machine does not push most points past the end.
-  std::vector<std::string> timed = env;
-  timed.push_back("KVREMAP_TRACE_DIR=" + base_dir);
-  long long whole_us = 0;
-  for (int run = 0; run < 2; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    ASSERT_EQ(run_program(argv, timed, {}, 120).exit_code, 0);
-    const long long us =
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-    whole_us = run == 0 ? us : std::min(whole_us, us);
-  }
-  constexpr int kPoints = 24;
-  int killed = 0;
-  for (int i = 0; i < kPoints; ++i) {
-    const std::string dir = make_temp_dir();
+  // How far a whole start-up goes, in trace bytes: the kill points are spread over it by progress,
+  // so a busy machine cannot push them past the end.
+  const auto with_trace_dir = [&env](const std::string& dir) {
     std::vector<std::string> e = env;
     e.push_back("KVREMAP_TRACE_DIR=" + dir);
-    // Evenly over the start-up.
-    if (WIFSIGNALED(kill_after(argv, e, whole_us * i / kPoints))) ++killed;
+    return e;
+  };
+  const std::string whole_dir = make_temp_dir();
+  ASSERT_EQ(run_program(argv, with_trace_dir(whole_dir), {}, 120).exit_code, 0);
+  const std::uint64_t whole = trace_bytes(whole_dir);
+  ASSERT_GT(whole, 0u);
+  const int points = repetitions(24, 8, 4);
+  int killed = 0;
+  for (int i = 0; i < points; ++i) {
+    const std::string dir = make_temp_dir();
+    // Evenly over the start-up, the first before its trace exists.
+    if (WIFSIGNALED(kill_at_trace_bytes(argv, with_trace_dir(dir), dir, whole * i / points)))
+      ++killed;
     for (const std::string& file : trace_files(dir)) {
       SCOPED_TRACE(file + " killed at point " + std::to_string(i));
       kvremap::trace::Trace trace;
@@ -373,5 +372,7 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
       EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
     }
   }
-  EXPECT_GT(killed, kPoints / 2) << "most points fall inside the start-up";
+  // Every point lies before the whole start-up's last byte; only those in its last flushes (the
+  // serving requests, the summary) can see the program exit before the poll.
+  EXPECT_GT(killed, points / 2) << "the points fall inside the start-up";
 }

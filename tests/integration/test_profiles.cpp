@@ -21,7 +21,9 @@
 #include "tools/trace/trace_reader.h"
 
 namespace fs = std::filesystem;
-using kvremap::testing::kill_after;
+using kvremap::testing::kill_at_trace_bytes;
+using kvremap::testing::repetitions;
+using kvremap::testing::trace_bytes;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -193,17 +195,16 @@ TEST(Profiles, AnUnwritableDirectoryIsOneWarningAndChangesNothingElse) {
 // a whole profile (or nothing).
 TEST(Profiles, AKillNeverLeavesAPartialProfile) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_EQ(run_program(seed_argv(program), defer_env(make_temp_dir(), make_temp_dir()), {}, 120).exit_code, 0);
-  const auto whole_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-  constexpr int kPoints = 24;
-  int with_profile = 0;
   const std::vector<std::string> argv = seed_argv(program);
-  for (int i = 0; i < kPoints; ++i) {
-    const std::string profiles = make_temp_dir();
-    // Denser near the end of the start-up, where the commit and its profile are.
-    kill_after(argv, defer_env(make_temp_dir(), profiles), whole_us / 2 + whole_us * (i + 1) / (2 * kPoints));
+  const std::string whole_dir = make_temp_dir();
+  ASSERT_EQ(run_program(argv, defer_env(whole_dir, make_temp_dir()), {}, 120).exit_code, 0);
+  const std::uint64_t whole = trace_bytes(whole_dir);
+  const int points = repetitions(24, 8, 4);
+  int with_profile = 0;
+  for (int i = 0; i < points; ++i) {
+    const std::string traces = make_temp_dir(), profiles = make_temp_dir();
+    // By trace progress over the second half of the start-up, where the commit and its profile are.
+    kill_at_trace_bytes(argv, defer_env(traces, profiles), traces, whole / 2 + whole * (i + 1) / (2 * points));
     const DirContents c = contents(profiles);
     EXPECT_LE(c.profiles.size(), 1u);
     for (const std::string& f : c.profiles) {
@@ -212,7 +213,7 @@ TEST(Profiles, AKillNeverLeavesAPartialProfile) {
       EXPECT_TRUE(read.profile) << f << " killed at point " << i << ": " << read.problem;
     }
   }
-  std::printf("kills that left a profile: %d of %d\n", with_profile, kPoints);
+  std::printf("kills that left a profile: %d of %d\n", with_profile, points);
 }
 
 // ---- Learned sizing: the next start, sized from the profile --------------------------------------

@@ -196,12 +196,14 @@ TEST(Stress, AMillionPairsKeepTheLibrarysMemoryAndTheTracesBytesPerEventBounded)
 }
 
 // The trace files stop growing (a file-size limit, as a full disk would) while 64 threads, a forked child
-// and its exec run: each process's trace ends with the reason and still validates; the program never notices.
-TEST(Stress, ATraceDirectoryFillingUpMidRunCostsTheTracesNeverTheProgram) {
+// and its exec run: each process's trace ends with the reason and still validates; the program never
+// notices. `limit` is the shell's preamble: the limit with SIGXFSZ ignored, or with its default action
+// (which kills the process whose write crosses the limit: kvremap's writes must never raise it).
+void fill_up_mid_run(const std::string& limit) {
   const RunResult plain = run_plain(threads_command());
   ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
   const std::string dir = make_temp_dir();
-  std::vector<std::string> argv = {"/bin/sh", "-c", "ulimit -f 64; trap '' XFSZ; exec \"$0\" \"$@\""};
+  std::vector<std::string> argv = {"/bin/sh", "-c", limit + "; exec \"$0\" \"$@\""};
   argv = with(argv, threads_command());
   const RunResult r =
       run_program(argv, with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir}), {}, 240);
@@ -240,3 +242,7 @@ TEST(Stress, ATraceDirectoryFillingUpMidRunCostsTheTracesNeverTheProgram) {
   }
   for (const auto& [pid, count] : stopped_of) EXPECT_EQ(said_of.count(pid), 1u) << "pid " << pid << " said nothing";
 }
+
+TEST(Stress, ATraceDirectoryFillingUpMidRunCostsTheTracesNeverTheProgram) { fill_up_mid_run("ulimit -f 64; trap '' XFSZ"); }
+
+TEST(Stress, AFileSizeLimitWithSigxfszAtItsDefaultStopsTheTracesNeverTheProgram) { fill_up_mid_run("ulimit -f 64"); }
