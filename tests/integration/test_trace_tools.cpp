@@ -566,7 +566,7 @@ std::vector<std::string> names_in(const std::string& dir) {
 // A "cat" is optional and of any type for validate; merge takes every trace validate accepts, and
 // what it refuses it refuses naming the file, the line and the field.
 TEST(TraceTools, MergeTakesWhatValidateAcceptsAndNamesTheFieldOfWhatItRefuses) {
-  for (const std::string& cat : {"5", "{\"a\":1}", "null", "[\"summary\"]"}) {
+  for (const std::string cat : {"5", "{\"a\":1}", "null", "[\"summary\"]"}) {
     const std::string input = trace_with_event(R"({"ph":"i","s":"t","cat":)" + cat +
                                                R"(,"name":"note","pid":4242,"tid":4242,"ts":1500,"args":{}})");
     const RunResult v = cli({"validate", input});
