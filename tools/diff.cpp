@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tools/report.h"
+#include "tools/text.h"
 
 namespace kvremap::diff {
 namespace {
@@ -66,30 +67,30 @@ std::vector<Row> compare(const analysis::DeviceFigures& a, const analysis::Devic
 
 std::string render_diff(const analysis::ProcessFigures& a, const analysis::ProcessFigures& b) {
   std::string out;
-  fmt::format_to(std::back_inserter(out), "A: {} (pid {})\nB: {} (pid {})\n", a.source, a.header.pid, b.source,
+  cli::append(out, "A: {} (pid {})\nB: {} (pid {})\n", a.source, a.header.pid, b.source,
                  b.header.pid);
   // Devices pair by position: two ranks of one job use different device numbers.
   const std::size_t pairs = std::min(a.devices.size(), b.devices.size());
   if (pairs == 0) out += "no device memory recorded in one of them\n";
   if (a.devices.size() != b.devices.size())
-    fmt::format_to(std::back_inserter(out), "A has {} devices, B {}; the first {} are compared\n", a.devices.size(),
+    cli::append(out, "A has {} devices, B {}; the first {} are compared\n", a.devices.size(),
                    b.devices.size(), pairs);
   for (std::size_t i = 0; i < pairs; ++i) {
     const analysis::DeviceFigures& da = a.devices[i];
     const analysis::DeviceFigures& db = b.devices[i];
-    fmt::format_to(std::back_inserter(out), "\ndevice {} (A) against device {} (B)\n", da.device, db.device);
-    fmt::format_to(std::back_inserter(out),
+    cli::append(out, "\ndevice {} (A) against device {} (B)\n", da.device, db.device);
+    cli::append(out,
                    "  KV: A {} ({} device, {} host, margin {}), B {} ({} device, {} host, margin {})\n",
                    report::format_bytes(da.kv.kv_bytes), report::format_bytes(da.kv.device_bytes),
                    report::format_bytes(da.kv.host_bytes), report::format_signed_bytes(da.kv.margin_bytes),
                    report::format_bytes(db.kv.kv_bytes), report::format_bytes(db.kv.device_bytes),
                    report::format_bytes(db.kv.host_bytes), report::format_signed_bytes(db.kv.margin_bytes));
-    fmt::format_to(std::back_inserter(out), "  {:<40} {:>12} {:>12} {:>13}\n", "figure", "A", "B", "B - A");
+    cli::append(out, "  {:<40} {:>12} {:>12} {:>13}\n", "figure", "A", "B", "B - A");
     for (const Row& row : compare(da, db)) {
       const auto bytes = [](std::int64_t v) {
         return v < 0 ? report::format_signed_bytes(v) : report::format_bytes(static_cast<std::uint64_t>(v));
       };
-      fmt::format_to(std::back_inserter(out), "  {:<40} {:>12} {:>12} {:>13}\n", row.what, bytes(row.a), bytes(row.b),
+      cli::append(out, "  {:<40} {:>12} {:>12} {:>13}\n", row.what, bytes(row.a), bytes(row.b),
                      row.delta() == 0 ? std::string("=") : report::format_signed_bytes(row.delta()));
     }
   }

@@ -15,17 +15,20 @@
 
 #include "interpose/version_number.h"
 #include "policy/options.h"
+#include "policy/printable.h"
 #include "policy/units.h"
 #include "tools/analysis.h"
 #include "tools/diff.h"
 #include "tools/exit_status.h"
 #include "tools/merge.h"
+#include "tools/output_file.h"
 #include "tools/plot.h"
 #include "tools/progress.h"
 #include "tools/report.h"
 #include "tools/report_json.h"
 #include "tools/what_if.h"
 #include "tools/run_command.h"
+#include "tools/text.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
@@ -42,13 +45,14 @@ constexpr const char* kRunDescription = R"(kvremap run [OPTIONS] -- COMMAND [ARG
 The command runs with LD_PRELOAD set to the entries it already has (kept first: a sanitizer runtime
 must stay ahead) followed by the library, unless one of them already is that file; KVREMAP_TRACE_DIR
 set to --trace-dir, else to the environment's KVREMAP_TRACE_DIR, else to a private directory removed
-at the end; KVREMAP_PROFILE_DIR set to --profile-dir when given. The rest of the environment is
+at the end (kept, and named, while a process the command started still runs); KVREMAP_PROFILE_DIR set to --profile-dir when given. The rest of the environment is
 passed unchanged. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to kvremap are passed
 on to the command; those the terminal sends (Ctrl-C) reach it directly and are not sent twice.
 
-Restart: when the first start exits with status 75 (KVREMAP_DEFICIT=restart: a KV deficit, its
-profile written), the command is started once more with the same environment, sized from that
-profile. Never more than once, and not after SIGINT, SIGTERM, SIGHUP or SIGQUIT.
+Restart: when the first start fails and a trace it wrote holds the library's `kv restart` event
+(KVREMAP_DEFICIT=restart: a KV deficit, its profile written, status 75), the command is started
+once more with the same environment, sized from that profile. A status 75 alone restarts nothing.
+Never more than once, and not after SIGINT, SIGTERM, SIGHUP or SIGQUIT.
 
 At the end, one line per process and device whose trace appeared in the trace directory: the KV
 cache requested, committed on the device and on the host, the margin, the largest post-KV peaks, the
@@ -67,9 +71,9 @@ constexpr const char* kExitCodes =
 // reader reports its problems as TraceError, anything else (out of memory) is caught here too.
 void print_read_failure(const char* command, const std::string& path, const std::exception& error) {
   if (dynamic_cast<const kvremap::trace::TraceError*>(&error) != nullptr) {
-    std::fprintf(stderr, "kvremap %s: %s\n", command, error.what());
+    kvremap::cli::say(command, error.what());
   } else {
-    std::fprintf(stderr, "kvremap %s: %s: cannot read: %s\n", command, path.c_str(), error.what());
+    kvremap::cli::say(command, path + ": cannot read: " + error.what());
   }
 }
 
@@ -105,6 +109,7 @@ int run_report(const std::vector<std::string>& paths, bool json) {
         all.push_back(kvremap::report::report_json(figures));
         continue;
       }
+      // The renderers show every string of the trace through kvremap::cli::shown (tools/text.h).
       std::printf("%s%s%s%s", first ? "" : "\n", kvremap::report::render_report(trace).c_str(),
                   kvremap::report::render_phase_attribution(figures).c_str(),
                   kvremap::report::render_oom_snapshots(figures).c_str());
@@ -118,13 +123,12 @@ int run_report(const std::vector<std::string>& paths, bool json) {
   return status;
 }
 
-// Writes `text` to `path` whole, or says why not in one line.
+// Writes `text` to `path` whole (tools/output_file.h), or says why not in one line.
 bool write_file(const char* command, const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out << text;
-  if (out) out.close();
-  if (!out) {
-    std::fprintf(stderr, "kvremap %s: %s: cannot write: %s\n", command, path.c_str(), std::strerror(errno));
+  kvremap::cli::OutputFile out(path);
+  if (out.is_open()) out.stream() << text;
+  if (!out.is_open() || !out.commit()) {
+    kvremap::cli::say(command, path + ": cannot write: " + out.error());
     return false;
   }
   return true;
@@ -143,7 +147,7 @@ int run_plot(const std::vector<std::string>& paths, const std::string& output) {
   }
   if (processes.empty()) return status;
   if (!write_file("plot", output, kvremap::plot::render_html(processes))) return kExitUsage;
-  std::printf("%s: %zu processes\n", output.c_str(), processes.size());
+  std::printf("%s", kvremap::cli::text("{}: {} processes\n", output, processes.size()).c_str());
   return status;
 }
 
@@ -156,9 +160,10 @@ int run_diff(const std::string& a_path, const std::string& b_path) {
 }
 
 int run_merge(const std::vector<std::string>& paths, const std::string& output) {
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::fprintf(stderr, "kvremap merge: %s: cannot write: %s\n", output.c_str(), std::strerror(errno));
+  // The merged file appears whole at the end, or not at all (tools/output_file.h).
+  kvremap::cli::OutputFile out(output);
+  if (!out.is_open()) {
+    kvremap::cli::say("merge", output + ": cannot write: " + out.error());
     return kExitUsage;
   }
   std::vector<std::unique_ptr<kvremap::cli::ReadProgress>> progress;
@@ -176,25 +181,28 @@ int run_merge(const std::vector<std::string>& paths, const std::string& output) 
       kvremap::merge::read_header(path);
     }
     current.clear();
-    const kvremap::merge::MergeResult result = kvremap::merge::merge_traces(paths, out, factory);
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "kvremap merge: %s: cannot write: %s\n", output.c_str(), std::strerror(errno));
+    // merge_traces names the input in what it throws (a TraceError: file, line, event, field).
+    const kvremap::merge::MergeResult result = kvremap::merge::merge_traces(paths, out.stream(), factory);
+    for (auto& p : progress) p->finish();
+    if (!out.commit()) {
+      kvremap::cli::say("merge", output + ": cannot write: " + out.error());
       return kExitUsage;
     }
-    for (auto& p : progress) p->finish();
-    std::printf(
-        "%s: %zu traces, %zu events, aligned on %s\n", output.c_str(), result.inputs.size(), result.events,
-        result.aligned_on_wall_clock ? "their wall-clock starts" : "their first events (a header lacks start_unix_ns)");
+    std::printf("%s", kvremap::cli::text("{}: {} traces, {} events, aligned on {}\n", output, result.inputs.size(),
+                                         result.events,
+                                         result.aligned_on_wall_clock
+                                             ? "their wall-clock starts"
+                                             : "their first events (a header lacks start_unix_ns)")
+                          .c_str());
     for (const auto& input : result.inputs)
-      std::printf("  %s: pid %lld, starts at +%.3f ms\n", input.path.c_str(), static_cast<long long>(input.pid),
-                  static_cast<double>(input.offset_us) / 1e3);
+      std::printf("%s", kvremap::cli::text("  {}: pid {}, starts at +{:.3f} ms\n", input.path, input.pid,
+                                           static_cast<double>(input.offset_us) / 1e3)
+                            .c_str());
   } catch (const std::exception& error) {
     for (auto& p : progress) p->finish();
     print_read_failure("merge", current.empty() ? output : current, error);
-    // A merge cut short is no trace of the job: leave nothing a viewer could take for one.
-    out.close();
-    std::remove(output.c_str());
+    // A merge cut short is no trace of the job: the temporary file goes, the target stays as it was.
+    out.discard();
     return kExitTraceProblem;
   }
   return kExitOk;
@@ -211,7 +219,7 @@ int run_what_if(const std::string& path, const kvremap::what_if::Settings& setti
       std::printf("%s", kvremap::what_if::render(*figures, settings, outcomes).c_str());
     }
   } catch (const std::invalid_argument& error) {
-    std::fprintf(stderr, "kvremap what-if: %s: %s\n", path.c_str(), error.what());
+    kvremap::cli::say("what-if", path + ": " + error.what());
     return kExitTraceProblem;
   }
   return kExitOk;
@@ -223,7 +231,8 @@ int run_validate(const std::vector<std::string>& paths) {
     try {
       // One streaming pass: memory stays small whatever the trace's size.
       const kvremap::trace::FileValidation result = kvremap::trace::validate_file(path);
-      for (const std::string& problem : result.problems) std::printf("%s\n", problem.c_str());
+      for (const std::string& problem : result.problems)
+        std::printf("%s\n", kvremap::policy::printable(problem).c_str());
       if (!result.problems.empty()) {
         status = kExitTraceProblem;
         continue;
@@ -232,8 +241,9 @@ int run_validate(const std::vector<std::string>& paths) {
                                  : !result.trace.stopped.empty()
                                      ? ", stopped early: the trace file could not grow (" + result.trace.stopped + ")"
                                      : ", no closing ']' (process did not exit cleanly)";
-      std::printf("%s: ok, %zu events%s%s\n", path.c_str(), result.trace.event_count, ending.c_str(),
-                  result.trace.truncated ? ", incomplete last line ignored" : "");
+      std::printf("%s", kvremap::cli::text("{}: ok, {} events{}{}\n", path, result.trace.event_count, ending,
+                                           result.trace.truncated ? ", incomplete last line ignored" : "")
+                            .c_str());
     } catch (const std::exception& error) {
       std::fflush(stdout);  // problems already printed for earlier files come first
       print_read_failure("validate", path, error);
@@ -327,7 +337,7 @@ int main(int argc, char** argv) {
     // Without "--", the command's own options look like run's.
     if (run->parsed() && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr)
       message += "; the command goes after '--'";
-    std::fprintf(stderr, "kvremap: %s (see kvremap --help)\n", message.c_str());
+    std::fprintf(stderr, "kvremap: %s (see kvremap --help)\n", kvremap::policy::printable(message).c_str());
     return kExitUsage;
   }
 
@@ -350,7 +360,8 @@ int main(int argc, char** argv) {
       if (text->empty()) continue;
       *target = kvremap::policy::parse_size(*text);
       if (!*target) {
-        std::fprintf(stderr, "kvremap: what-if: not a size: '%s' (see kvremap what-if --help)\n", text->c_str());
+        std::fprintf(stderr, "kvremap: what-if: not a size: '%s' (see kvremap what-if --help)\n",
+                     kvremap::policy::printable(*text).c_str());
         return kExitUsage;
       }
     }

@@ -5,6 +5,8 @@
 #include <limits>
 #include <set>
 
+#include "tools/trace/json_access.h"
+
 namespace kvremap::merge {
 namespace {
 
@@ -13,10 +15,17 @@ struct HeaderRead {
   trace::Header header;
 };
 
+// Moves "ts" by `offset_us` (>= 0). Integers stay integers while they fit, others become doubles;
+// a "ts" that is not a number is left for validate to report, as in the input.
 void shift_ts(nlohmann::json& event, std::int64_t offset_us) {
   auto ts = event.find("ts");
   if (ts == event.end() || !ts->is_number() || offset_us == 0) return;
-  if (ts->is_number_integer() || ts->is_number_unsigned()) {
+  const bool small_unsigned = ts->is_number_unsigned() &&
+                              ts->get<std::uint64_t>() <= static_cast<std::uint64_t>(
+                                                              std::numeric_limits<std::int64_t>::max() - offset_us);
+  const bool small_signed = ts->is_number_integer() && !ts->is_number_unsigned() &&
+                            ts->get<std::int64_t>() <= std::numeric_limits<std::int64_t>::max() - offset_us;
+  if (small_unsigned || small_signed) {
     *ts = ts->get<std::int64_t>() + offset_us;
   } else {
     *ts = ts->get<double>() + static_cast<double>(offset_us);
@@ -81,16 +90,23 @@ MergeResult merge_traces(const std::vector<std::string>& paths, std::ostream& ou
   for (const Input& input : result.inputs) {
     trace::ReadOptions options{.keep_raw_events = false, .keep_records = false};
     if (progress) options.on_progress = progress(input.path);
-    options.on_event = [&](const nlohmann::json& event, std::size_t, std::size_t, const trace::Header&) {
-      nlohmann::json copy = event;
-      if (!copy.is_object()) return;
-      const std::string name = copy.value("name", "");
-      const std::string cat = copy.value("cat", "");
-      if (copy.value("ph", "") == "M" && name == "kvremap_trace") copy["name"] = "kvremap_merged_process";
-      if (cat == "summary" && name == "summary") copy["cat"] = "merged_summary";
-      copy["pid"] = input.pid;
-      shift_ts(copy, input.offset_us);
-      out << "," << copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    // Every field is read without assuming its type: an event validate accepts (a numeric "cat",
+    // say) is copied as it is; only a string "ph"/"name"/"cat" can mark the header or the summary.
+    options.on_event = [&](const nlohmann::json& event, std::size_t index, std::size_t line, const trace::Header&) {
+      if (!event.is_object()) return;
+      try {
+        nlohmann::json copy = event;
+        const std::string name = trace::detail::string_at(copy, "name");
+        const std::string cat = trace::detail::string_at(copy, "cat");
+        if (trace::detail::string_at(copy, "ph") == "M" && name == "kvremap_trace") copy["name"] = "kvremap_merged_process";
+        if (cat == "summary" && name == "summary") copy["cat"] = "merged_summary";
+        copy["pid"] = input.pid;
+        shift_ts(copy, input.offset_us);
+        out << "," << copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      } catch (const nlohmann::json::exception& error) {
+        throw trace::TraceError(input.path, line,
+                                "event " + std::to_string(index) + ": cannot merge it: " + error.what());
+      }
       ++result.events;
     };
     trace::read_trace(input.path, options);

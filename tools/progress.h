@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "policy/printable.h"
+
 namespace kvremap::cli {
 
 // Passed as ReadOptions::on_progress. Prints "<prefix>: read 42%" only once the read has taken
@@ -18,7 +20,8 @@ class ReadProgress {
   static constexpr std::chrono::milliseconds kQuietFor{1000};
 
   ReadProgress(std::string command, std::string path)
-      : prefix_("kvremap " + std::move(command) + ": " + std::move(path)), start_(std::chrono::steady_clock::now()) {}
+      : prefix_(policy::printable("kvremap " + std::move(command) + ": " + std::move(path))),
+        start_(std::chrono::steady_clock::now()) {}
   ReadProgress(const ReadProgress&) = delete;
   ReadProgress& operator=(const ReadProgress&) = delete;
   ~ReadProgress() { finish(); }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/text.h"
 #include "tools/trace/kv_events.h"
 
 namespace kvremap::report {
@@ -61,12 +62,12 @@ std::vector<std::string> display_order(const CategoryTable& table) {
 
 void append_identity(std::string& out, const Trace& trace) {
   const trace::Header& header = trace.header;
-  fmt::format_to(std::back_inserter(out), "== {}\n", trace.source);
-  fmt::format_to(std::back_inserter(out), "process   {} (parent {}) on {}: {}\n", header.pid, header.ppid,
+  cli::append(out, "== {}\n", trace.source);
+  cli::append(out, "process   {} (parent {}) on {}: {}\n", header.pid, header.ppid,
                  header.hostname.empty() ? "?" : header.hostname, header.cmdline);
   std::string options;
   for (const auto& [name, value] : header.options) options += fmt::format(" {}={}", name, value);
-  fmt::format_to(std::back_inserter(out), "library   {} (schema {}); options:{}\n", header.library_version,
+  cli::append(out, "library   {} (schema {}); options:{}\n", header.library_version,
                  header.schema_version, options.empty() ? " (none)" : options);
 
   std::string ending;
@@ -92,7 +93,7 @@ void append_identity(std::string& out, const Trace& trace) {
   }
   if (trace.truncated) ending += "; an incomplete last line was ignored";
   if (!trace.complete && trace.summary) ending += "; the closing ']' is missing";
-  fmt::format_to(std::back_inserter(out), "ended     {}\n", ending);
+  cli::append(out, "ended     {}\n", ending);
 }
 
 // Lists where the replayed events disagree with the summary the library wrote; agreement is the
@@ -126,20 +127,20 @@ std::vector<std::string> summary_mismatches(const CategoryTable& summary, const 
 
 void append_device(std::string& out, int device, std::uint64_t total_bytes, const CategoryTable& table,
                    std::string_view source) {
-  fmt::format_to(std::back_inserter(out), "\ndevice {}: {} total; categories {}\n", device,
+  cli::append(out, "\ndevice {}: {} total; categories {}\n", device,
                  total_bytes == 0 ? std::string("?") : format_bytes(total_bytes), source);
-  fmt::format_to(std::back_inserter(out), "  {:<12} {:>12} {:>12} {:>11} {:>12} {:>8} {:>8}\n", "category", "live",
+  cli::append(out, "  {:<12} {:>12} {:>12} {:>11} {:>12} {:>8} {:>8}\n", "category", "live",
                  "peak", "peak at", "allocated", "allocs", "frees");
   std::uint64_t live_total = 0;
   for (const std::string& name : display_order(table)) {
     const CategoryStats& stats = table.at(name);
     live_total += stats.live_bytes;
-    fmt::format_to(std::back_inserter(out), "  {:<12} {:>12} {:>12} {:>11} {:>12} {:>8} {:>8}\n", name,
+    cli::append(out, "  {:<12} {:>12} {:>12} {:>11} {:>12} {:>8} {:>8}\n", name,
                    format_bytes(stats.live_bytes), format_bytes(stats.peak_bytes),
                    stats.peak_bytes == 0 ? std::string("-") : format_seconds(stats.peak_ts_us),
                    format_bytes(stats.allocated_bytes), stats.allocations, stats.frees);
   }
-  fmt::format_to(std::back_inserter(out), "  {:<12} {:>12}\n", "all live", format_bytes(live_total));
+  cli::append(out, "  {:<12} {:>12}\n", "all live", format_bytes(live_total));
 }
 
 void append_devices(std::string& out, const Trace& trace) {
@@ -173,10 +174,10 @@ void append_devices(std::string& out, const Trace& trace) {
     const std::vector<std::string> mismatches = summary_mismatches(summarised->second->categories, replay_table);
     append_device(out, device, total_bytes, summarised->second->categories,
                   mismatches.empty() ? "from the summary (events agree)" : "from the summary (events disagree)");
-    for (const std::string& mismatch : mismatches) fmt::format_to(std::back_inserter(out), "  ! {}\n", mismatch);
+    for (const std::string& mismatch : mismatches) cli::append(out, "  ! {}\n", mismatch);
   }
   if (replay.frees_exceeding_live != 0) {
-    fmt::format_to(std::back_inserter(out), "  ! {} frees released more than the category held\n",
+    cli::append(out, "  ! {} frees released more than the category held\n",
                    replay.frees_exceeding_live);
   }
 }
@@ -185,12 +186,12 @@ void append_checkpoints(std::string& out, const Trace& trace) {
   // Events carry timestamps; the summary's copy only matters if the events were lost.
   const bool from_events = !trace.checkpoints.empty() || !trace.summary;
   const std::vector<trace::Checkpoint>& checkpoints = from_events ? trace.checkpoints : trace.summary->checkpoints;
-  fmt::format_to(std::back_inserter(out), "\ncheckpoints: {} memory queries\n", checkpoints.size());
+  cli::append(out, "\ncheckpoints: {} memory queries\n", checkpoints.size());
   if (checkpoints.empty()) return;
-  fmt::format_to(std::back_inserter(out), "  {:>4} {:>10} {:<20} {:<15} {:>6} {:>12} {:>13} {:>15}\n", "#", "at", "api",
+  cli::append(out, "  {:>4} {:>10} {:<20} {:<15} {:>6} {:>12} {:>13} {:>15}\n", "#", "at", "api",
                  "phase", "device", "driver free", "returned free", "returned-driver");
   for (const trace::Checkpoint& checkpoint : checkpoints) {
-    fmt::format_to(std::back_inserter(out), "  {:>4} {:>10} {:<20} {:<15} {:>6} {:>12} {:>13} {:>15}\n",
+    cli::append(out, "  {:>4} {:>10} {:<20} {:<15} {:>6} {:>12} {:>13} {:>15}\n",
                    checkpoint.index, from_events ? format_seconds(checkpoint.event.ts_us) : std::string("-"),
                    checkpoint.api, checkpoint.phase, checkpoint.device, format_bytes(checkpoint.driver_free),
                    format_bytes(checkpoint.returned_free),
@@ -205,7 +206,7 @@ void append_phases(std::string& out, const Trace& trace) {
   }
   out += "\nphases:\n";
   for (const trace::PhaseChange& change : trace.phase_changes) {
-    fmt::format_to(std::back_inserter(out), "  {:>10}  {} -> {}{}\n", format_seconds(change.event.ts_us),
+    cli::append(out, "  {:>10}  {} -> {}{}\n", format_seconds(change.event.ts_us),
                    change.previous, change.phase, change.reason.empty() ? std::string() : " (" + change.reason + ")");
   }
 }
@@ -222,7 +223,7 @@ void append_captures_graphs_modules(std::string& out, const Trace& trace) {
   std::string statuses;
   for (const auto& [status, count] : by_status)
     statuses += fmt::format("{}{} {}", statuses.empty() ? "" : ", ", status, count);
-  fmt::format_to(std::back_inserter(out),
+  cli::append(out,
                  "\ncaptures:   {} windows, {:.3f} ms in total{}, {} allocated while capturing\n",
                  trace.captures.size(), total_dur_us / 1e3, statuses.empty() ? std::string() : " (" + statuses + ")",
                  format_bytes(allocated));
@@ -235,7 +236,7 @@ void append_captures_graphs_modules(std::string& out, const Trace& trace) {
     (exec.destroyed ? destroyed : instantiated) += 1;
     (exec.destroyed ? destroyed_bytes : instantiated_bytes) += exec.bytes;
   }
-  fmt::format_to(std::back_inserter(out), "graph exec: {} instantiated ({}), {} destroyed ({})\n", instantiated,
+  cli::append(out, "graph exec: {} instantiated ({}), {} destroyed ({})\n", instantiated,
                  format_bytes(instantiated_bytes), destroyed, format_bytes(destroyed_bytes));
 
   std::size_t loaded = 0;
@@ -246,14 +247,14 @@ void append_captures_graphs_modules(std::string& out, const Trace& trace) {
     (module.unloaded ? unloaded : loaded) += 1;
     (module.unloaded ? unloaded_bytes : loaded_bytes) += module.bytes;
   }
-  fmt::format_to(std::back_inserter(out), "modules:    {} loaded ({}), {} unloaded ({})\n", loaded,
+  cli::append(out, "modules:    {} loaded ({}), {} unloaded ({})\n", loaded,
                  format_bytes(loaded_bytes), unloaded, format_bytes(unloaded_bytes));
 
   if (trace.summary && !trace.summary->counts.empty()) {
     std::string counts;
     for (const auto& [name, count] : trace.summary->counts)
       counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", name, count);
-    fmt::format_to(std::back_inserter(out), "counts:     {}\n", counts);
+    cli::append(out, "counts:     {}\n", counts);
   }
 }
 
@@ -265,30 +266,30 @@ void append_kv(std::string& out, const Trace& trace) {
   std::map<std::int64_t, std::vector<trace::KvEvent>> by_device;
   for (trace::KvEvent& event : trace::kv_events(trace)) by_device[event.device.value_or(0)].push_back(std::move(event));
   for (const auto& [device, events] : by_device) {
-    fmt::format_to(std::back_inserter(out), "\nkv cache, device {}:\n", device);
+    cli::append(out, "\nkv cache, device {}:\n", device);
     for (const trace::KvEvent& e : events) {
       const std::string at = format_seconds(e.event.ts_us);
       if (e.kind == Kind::deferred) {
-        fmt::format_to(std::back_inserter(out), "  deferred   at {}: {} tensors of {}, {} on a {} scratch\n", at,
+        cli::append(out, "  deferred   at {}: {} tensors of {}, {} on a {} scratch\n", at,
                        e.regions.value_or(0), bytes(e.tensor_bytes), bytes(e.deferred_bytes), bytes(e.scratch_bytes));
       } else if (e.kind == Kind::commit_plan) {
-        fmt::format_to(std::back_inserter(out),
+        cli::append(out,
                        "  plan       at {}: {} of KV in {} tensors; {} free, {} headroom, {} post-KV transient\n", at,
                        bytes(e.kv_bytes), e.tensors.value_or(0), bytes(e.device_free_bytes), bytes(e.headroom_bytes),
                        bytes(e.post_kv_transient_bytes));
-        fmt::format_to(std::back_inserter(out),
+        cli::append(out,
                        "             {}: margin {}, deficit {}; device {}, host {} ({} at the end of each tensor; "
                        "granularity {})\n",
                        e.verdict, format_signed_bytes(e.margin_bytes.value_or(0)), bytes(e.deficit_bytes),
                        bytes(e.device_bytes), bytes(e.host_bytes), bytes(e.host_bytes_per_tensor),
                        bytes(e.granularity));
       } else if (e.kind == Kind::committed) {
-        fmt::format_to(std::back_inserter(out),
+        cli::append(out,
                        "  committed  at {} by {}: device {}, host {} ({} per tensor), margin {}\n", at, e.trigger,
                        bytes(e.device_bytes), bytes(e.host_bytes), bytes(e.host_bytes_per_tensor),
                        format_signed_bytes(e.margin_bytes.value_or(0)));
         if (e.post_kv_peaks.empty()) continue;
-        fmt::format_to(std::back_inserter(out), "  post-KV peaks: {:<12} {:>12} {:>12} {:>12}\n", "category",
+        cli::append(out, "  post-KV peaks: {:<12} {:>12} {:>12} {:>12}\n", "category",
                        "at KV end", "peak since", "difference");
         std::vector<trace::KvPostKvPeak> peaks = e.post_kv_peaks;
         std::stable_sort(peaks.begin(), peaks.end(), [](const auto& x, const auto& y) {
@@ -297,7 +298,7 @@ void append_kv(std::string& out, const Trace& trace) {
         for (const trace::KvPostKvPeak& p : peaks) {
           const std::uint64_t start = p.at_kv_end.value_or(0);
           const std::uint64_t peak = p.peak.value_or(0);
-          fmt::format_to(std::back_inserter(out), "                 {:<12} {:>12} {:>12} {:>12}\n", p.category,
+          cli::append(out, "                 {:<12} {:>12} {:>12} {:>12}\n", p.category,
                          format_bytes(start), format_bytes(peak), format_signed_bytes(difference(peak, start)));
         }
       }
@@ -314,13 +315,13 @@ void append_notes(std::string& out, const Trace& trace) {
       return found != event.args.end() && found->is_string() ? found->get<std::string>() : std::string();
     };
     if (event.name == "tracking disabled") {
-      fmt::format_to(std::back_inserter(out), "note: tracking disabled at {}: {}\n", format_seconds(event.event.ts_us),
+      cli::append(out, "note: tracking disabled at {}: {}\n", format_seconds(event.event.ts_us),
                      text("reason"));
     } else if (event.name == "option error") {
-      fmt::format_to(std::back_inserter(out), "note: option error: {}={}: {}\n", text("variable"), text("value"),
+      cli::append(out, "note: option error: {}={}: {}\n", text("variable"), text("value"),
                      text("message"));
     } else {
-      fmt::format_to(std::back_inserter(out), "note: {} at {}\n", event.name, format_seconds(event.event.ts_us));
+      cli::append(out, "note: {} at {}\n", event.name, format_seconds(event.event.ts_us));
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "tools/report.h"
+#include "tools/text.h"
 
 namespace kvremap::report {
 namespace {
@@ -139,9 +140,9 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
 std::string render_phase_attribution(const analysis::ProcessFigures& process) {
   std::string out;
   for (const analysis::DeviceFigures& d : process.devices) {
-    fmt::format_to(std::back_inserter(out),
+    cli::append(out,
                    "\nphase attribution, device {}: allocated in the phase and still live at its end\n", d.device);
-    fmt::format_to(std::back_inserter(out), "  {:<15} {:>12} {:>10}  {}\n", "phase", "peak", "peak at",
+    cli::append(out, "  {:<15} {:>12} {:>10}  {}\n", "phase", "peak", "peak at",
                    "by category (allocated in phase, live at its end)");
     for (const analysis::PhaseFigures& p : d.phases) {
       std::string held;
@@ -153,13 +154,13 @@ std::string render_phase_attribution(const analysis::ProcessFigures& process) {
       for (const auto& [name, bytes] : p.allocated_live_at_end)
         if (!trace::is_known_category(name) && bytes != 0)
           held += fmt::format("{}{} {}", held.empty() ? "" : ", ", name, format_bytes(bytes));
-      fmt::format_to(std::back_inserter(out), "  {:<15} {:>12} {:>9.3f}s  {}\n", p.phase, format_bytes(p.peak_bytes),
+      cli::append(out, "  {:<15} {:>12} {:>9.3f}s  {}\n", p.phase, format_bytes(p.peak_bytes),
                      p.peak_ts_us / 1e6, held.empty() ? std::string("-") : held);
       if (p.top_callers.empty()) continue;
       std::string callers;
       for (const auto& c : p.top_callers)
         callers += fmt::format("{}{} {}", callers.empty() ? "" : ", ", c.caller, format_bytes(c.bytes));
-      fmt::format_to(std::back_inserter(out), "  {:<15} at the peak: {}\n", "", callers);
+      cli::append(out, "  {:<15} at the peak: {}\n", "", callers);
     }
   }
   return out;
@@ -169,20 +170,20 @@ std::string render_oom_snapshots(const analysis::ProcessFigures& process) {
   std::string out;
   for (const analysis::DeviceFigures& d : process.devices) {
     for (const analysis::OomSnapshot& s : d.oom_snapshots) {
-      fmt::format_to(std::back_inserter(out), "\nout of memory, device {}, phase {}, at {:.3f} s: {} of {}{}", d.device,
+      cli::append(out, "\nout of memory, device {}, phase {}, at {:.3f} s: {} of {}{}", d.device,
                      s.phase, s.ts_us / 1e6, s.api, format_bytes(s.requested_bytes),
                      s.caller.empty() ? std::string() : " by " + s.caller);
-      if (s.device_free_bytes) fmt::format_to(std::back_inserter(out), ", {} free", format_bytes(*s.device_free_bytes));
+      if (s.device_free_bytes) cli::append(out, ", {} free", format_bytes(*s.device_free_bytes));
       std::string live;
       for (const auto& [name, bytes] : s.live)
         if (bytes != 0) live += fmt::format("{}{} {}", live.empty() ? "" : ", ", name, format_bytes(bytes));
-      fmt::format_to(std::back_inserter(out), "\n  live {}: {}\n", format_bytes(s.live_total_bytes),
+      cli::append(out, "\n  live {}: {}\n", format_bytes(s.live_total_bytes),
                      live.empty() ? std::string("-") : live);
       std::string held;
       for (const auto& c : s.top_callers)
         held += fmt::format("{}{} {} ({} allocations)", held.empty() ? "" : ", ", c.caller, format_bytes(c.bytes),
                             c.allocations);
-      fmt::format_to(std::back_inserter(out), "  held by: {}{}{}\n", held, held.empty() ? "" : ", ",
+      cli::append(out, "  held by: {}{}{}\n", held, held.empty() ? "" : ", ",
                      fmt::format("the rest {}", format_bytes(s.other_bytes)));
     }
   }

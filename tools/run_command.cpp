@@ -1,9 +1,10 @@
 // `kvremap run`'s process handling: the child's environment, fork and exec, signal forwarding, the one restart, the
-// traces it left.
+// traces it left, the private trace directory's lifetime.
 #include "tools/run_command.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,8 +27,11 @@
 #include <utility>
 #include <vector>
 
+#include "policy/json_depth.h"
+#include "policy/printable.h"
 #include "tools/exit_status.h"
 #include "tools/run_summary.h"
+#include "tools/text.h"
 #include "tools/trace/trace_reader.h"
 
 extern char** environ;
@@ -166,10 +170,16 @@ Start start_and_wait(const std::vector<std::string>& command, const std::vector<
     return Start{0, exec_errno};
   }
   for (;;) {
-    // Reap first: several SIGCHLDs may merge into one, and one may predate this start.
-    const pid_t reaped = waitpid(child, &status, WNOHANG);
-    if (reaped == child) return Start{status, 0};
-    if (reaped < 0 && errno != EINTR) throw std::runtime_error(std::string("waiting for it: ") + std::strerror(errno));
+    // Reap first: several SIGCHLDs may merge into one, and one may predate this start. Descendants
+    // orphaned to kvremap (their subreaper) are reaped here too, so none lingers as a zombie.
+    for (;;) {
+      int reaped_status = 0;
+      const pid_t reaped = waitpid(-1, &reaped_status, WNOHANG);
+      if (reaped == child) return Start{reaped_status, 0};
+      if (reaped > 0 || (reaped < 0 && errno == EINTR)) continue;
+      if (reaped < 0) throw std::runtime_error(std::string("waiting for it: ") + std::strerror(errno));
+      break;  // 0: the command still runs
+    }
     const auto info = signals.next(/*wait=*/true);
     if (!info) {
       // The signalfd failed: fall back to waiting without forwarding rather than spin.
@@ -218,7 +228,7 @@ std::string absolute_path(const std::string& path) {
 
 struct TraceDirectory {
   std::string path;
-  bool is_private = false;  // made for this run, removed at its end
+  bool is_private = false;  // made for this run, removed at its end unless a process that may write to it still runs
 };
 
 // The directory the traces go to, created when missing and checked writable (the library would
@@ -273,6 +283,20 @@ std::set<std::string> trace_names(const std::string& dir) {
   return names;
 }
 
+// Whether a process the command started may still run. kvremap is the subreaper of everything it
+// starts, so every descendant orphaned on the way is its child; with none left (ECHILD) nothing
+// that inherited KVREMAP_TRACE_DIR can write another trace. Those that ended are reaped on the way.
+// `subreaper` false (prctl refused): orphans went to another reaper and kvremap cannot tell.
+bool descendants_remain(bool subreaper) {
+  for (;;) {
+    int status = 0;
+    const pid_t reaped = waitpid(-1, &status, WNOHANG);
+    if (reaped > 0 || (reaped < 0 && errno == EINTR)) continue;
+    if (reaped == 0) return true;
+    return !subreaper;
+  }
+}
+
 // Reads only what the summary uses (header, "kv" events): memory stays small on long traces.
 ProcessTrace read_process_trace(const std::string& path, int attempt) {
   ProcessTrace process;
@@ -314,26 +338,42 @@ void note_new_traces(const std::string& dir, const std::set<std::string>& before
     if (!before.contains(name)) out.emplace_back(dir + "/" + name, attempt);
 }
 
-void print_summary(const TraceDirectory& dir, const std::vector<ProcessTrace>& traces) {
+void print_summary(const TraceDirectory& dir, bool kept, const std::vector<ProcessTrace>& traces) {
   if (traces.empty()) {
     std::fprintf(stderr, "kvremap run: no process wrote a kvremap trace (no CUDA use seen, or KVREMAP_TRACE=off)\n");
     return;
   }
-  const std::string where = dir.is_private ? "(not kept: --trace-dir DIR keeps them)" : "in " + dir.path;
-  std::fprintf(stderr, "kvremap run: %zu process trace%s %s\n", traces.size(), traces.size() == 1 ? "" : "s",
-               where.c_str());
+  const std::string where = dir.is_private && !kept ? "(not kept: --trace-dir DIR keeps them)" : "in " + dir.path;
+  std::fprintf(stderr, "%s", cli::text("kvremap run: {} process trace{} {}\n", traces.size(),
+                                       traces.size() == 1 ? "" : "s", where)
+                                 .c_str());
   std::fprintf(stderr, "%s", render_run_summary(traces).c_str());
 }
 
-// Whether a trace `attempt` wrote holds a `kv restart` event: a plain scan for its name, so a trace
-// of any size costs one pass and no parse.
+// Whether `line` is a `kv restart` event: a top-level object with cat "kv" and name "kv restart", as
+// the library writes it before it exits with 75. Parsed, so the words inside another event's
+// strings or arguments do not count.
+bool is_restart_event(std::string_view line) {
+  if (line.starts_with(',')) line.remove_prefix(1);
+  if (line.ends_with(',')) line.remove_suffix(1);
+  if (policy::json_nested_deeper_than(line, 64)) return false;
+  const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!event.is_object()) return false;
+  const auto cat = event.find("cat");
+  const auto name = event.find("name");
+  return cat != event.end() && name != event.end() && *cat == "kv" && *name == "kv restart";
+}
+
+// Whether a trace `attempt` wrote holds a `kv restart` event: the library's own word that the
+// start ended on a KV deficit with its profile written. Only lines naming it are parsed, so a trace
+// of any size costs one pass.
 bool any_trace_asks_restart(const std::vector<std::pair<std::string, int>>& traces, int attempt) {
-  static constexpr std::string_view kMarker = R"("name":"kv restart")";
+  static constexpr std::string_view kMarker = R"("kv restart")";
   for (const auto& [path, made_by] : traces) {
     if (made_by != attempt) continue;
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);)
-      if (line.find(kMarker) != std::string::npos) return true;
+      if (line.find(kMarker) != std::string::npos && is_restart_event(line)) return true;
   }
   return false;
 }
@@ -371,8 +411,7 @@ int run_command(const RunOptions& options) {
   }
   std::error_code ec;
   if (!fs::is_regular_file(options.library, ec)) {
-    std::fprintf(stderr, "kvremap run: no library at %s; pass a built libkvremap.so with --library PATH\n",
-                 options.library.c_str());
+    cli::say("run", "no library at " + options.library + "; pass a built libkvremap.so with --library PATH");
     return cli::kExitUsage;
   }
   // Absolute: the command may change directory before it starts the processes that load it.
@@ -381,7 +420,7 @@ int run_command(const RunOptions& options) {
   std::string error;
   const std::optional<TraceDirectory> trace_dir = prepare_trace_directory(options.trace_dir, error);
   if (!trace_dir) {
-    std::fprintf(stderr, "kvremap run: %s\n", error.c_str());
+    cli::say("run", error);
     return cli::kExitUsage;
   }
   // Directories absolute too: the summary reads the traces from where the processes wrote them.
@@ -393,6 +432,10 @@ int run_command(const RunOptions& options) {
     overrides["KVREMAP_PROFILE_DIR"] = options.profile_dir == "off" ? "off" : absolute_path(options.profile_dir);
   const std::vector<std::string> environment = child_environment(overrides);
 
+  // Every descendant orphaned while the command runs becomes kvremap's child, so that at the end
+  // kvremap knows whether any process that inherited the trace directory still runs.
+  const bool subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
+
   int status = 0;
   bool exec_failed = false;
   std::vector<std::pair<std::string, int>> new_traces;  // path, attempt
@@ -403,8 +446,7 @@ int run_command(const RunOptions& options) {
       const std::set<std::string> before = trace_names(trace_dir->path);
       const Start start = start_and_wait(options.command, environment, signals, stop_requested);
       if (start.exec_errno != 0) {
-        std::fprintf(stderr, "kvremap run: cannot run '%s': %s\n", options.command[0].c_str(),
-                     std::strerror(start.exec_errno));
+        cli::say("run", "cannot run '" + options.command[0] + "': " + std::strerror(start.exec_errno));
         status = start.exec_errno == ENOENT ? cli::kExitNotFound : cli::kExitCannotExecute;
         exec_failed = true;
         break;
@@ -413,10 +455,10 @@ int run_command(const RunOptions& options) {
       note_new_traces(trace_dir->path, before, attempt, new_traces);
       // A stop signal that came while the command was exiting is still pending: it counts too.
       while (const auto info = signals.next(/*wait=*/false)) stop_requested |= asks_to_stop(info->ssi_signo);
-      // A multi-process engine's front process reports a worker's exit its own way: a trace of this
-      // attempt that says `kv restart` asks for the restart as much as the status does.
-      const bool restart_asked = status == cli::kExitDeficitRestart ||
-                                 (status != 0 && any_trace_asks_restart(new_traces, attempt));
+      // Only the library's own `kv restart` event in a trace of this attempt asks for the restart: a
+      // command may exit 75 for reasons of its own, and a multi-process engine's front process
+      // reports a worker's exit its own way.
+      const bool restart_asked = status != 0 && any_trace_asks_restart(new_traces, attempt);
       if (attempt == 2 || !restart_asked || stop_requested) break;
       std::fprintf(stderr,
                    "kvremap run: the first start had a KV deficit; its profile is written; starting again sized "
@@ -424,17 +466,25 @@ int run_command(const RunOptions& options) {
     }
   } catch (const std::exception& e) {
     // No signalfd, or the command's status lost: nothing sensible to pass on.
-    std::fprintf(stderr, "kvremap run: cannot run '%s': %s\n", options.command[0].c_str(), e.what());
+    cli::say("run", "cannot run '" + options.command[0] + "': " + e.what());
     status = cli::kExitCannotExecute;
     exec_failed = true;
+  }
+  // A process the command left running (a daemon, a background worker) may still write its trace:
+  // the private directory stays, named, rather than vanish under it.
+  const bool keep_private = trace_dir->is_private && descendants_remain(subreaper);
+  if (keep_private) {
+    cli::say("run", std::string(subreaper ? "processes the command started still run"
+                                          : "cannot tell whether processes the command started still run") +
+                        "; their trace directory " + trace_dir->path + " is kept: remove it once they have ended");
   }
   if (!exec_failed) {
     // Read once the signals act as usual again: a long trace's reading can be interrupted.
     std::vector<ProcessTrace> traces;
     for (const auto& [path, attempt] : new_traces) traces.push_back(read_process_trace(path, attempt));
-    print_summary(*trace_dir, traces);
+    print_summary(*trace_dir, keep_private, traces);
   }
-  if (trace_dir->is_private) fs::remove_all(trace_dir->path, ec);
+  if (trace_dir->is_private && !keep_private) fs::remove_all(trace_dir->path, ec);
   return status;
 }
 

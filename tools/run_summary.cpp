@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "policy/units.h"
+#include "tools/text.h"
 #include "tools/trace/kv_events.h"
 
 namespace kvremap::run {
@@ -153,7 +154,7 @@ std::string join(const std::vector<std::string>& parts) {
 
 void append_process(std::string& out, const ProcessTrace& process) {
   if (!process.trace) {
-    out += fmt::format("kvremap run: attempt {}: {}\n", process.attempt, process.read_error);
+    out += cli::text("kvremap run: attempt {}: {}\n", process.attempt, process.read_error);
     return;
   }
   const trace::Trace& trace = *process.trace;
@@ -163,11 +164,11 @@ void append_process(std::string& out, const ProcessTrace& process) {
   const std::string ending = trace.complete ? "" : "; trace incomplete (the process did not exit cleanly)";
   const std::string prefix = fmt::format("kvremap run: attempt {}, pid {}", process.attempt, trace.header.pid);
   if (kv.devices.empty()) {
-    out += fmt::format("{}: {}{}\n", prefix, process_wide_part(trace, kv), ending);
+    out += cli::text("{}: {}{}\n", prefix, process_wide_part(trace, kv), ending);
     return;
   }
   for (const auto& [device, device_kv] : kv.devices)
-    out += fmt::format("{}, device {}: {}{}\n", prefix, device, join(device_parts(device_kv)), ending);
+    out += cli::text("{}, device {}: {}{}\n", prefix, device, join(device_parts(device_kv)), ending);
 }
 
 }  // namespace

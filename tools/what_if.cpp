@@ -11,6 +11,7 @@
 #include "policy/engine.h"
 #include "policy/sizing.h"
 #include "tools/report.h"
+#include "tools/text.h"
 
 namespace kvremap::what_if {
 namespace {
@@ -156,31 +157,31 @@ std::string render(const analysis::ProcessFigures& process, const Settings& sett
   using report::format_bytes;
   using report::format_signed_bytes;
   std::string out;
-  fmt::format_to(std::back_inserter(out), "{}: pid {}, traced at {} {:.2f}; replayed at {:.2f}\n", process.source,
+  cli::append(out, "{}: pid {}, traced at {} {:.2f}; replayed at {:.2f}\n", process.source,
                  process.header.pid, flag_name(settings.flag), outcomes.front().measured_utilization, settings.share);
   for (const Outcome& o : outcomes) {
-    fmt::format_to(std::back_inserter(out),
+    cli::append(out,
                    "device {}: KV {} or one step ({}) more: the engine rounds per tensor (traced start: {})\n",
                    o.device, format_bytes(o.kv_bytes), format_bytes(o.kv_step_bytes),
                    format_bytes(o.measured_kv_bytes));
     if (!o.refused.empty()) {
-      fmt::format_to(std::back_inserter(out), "  stock:   refuses to start: {}\n  kvremap: refuses likewise\n",
+      cli::append(out, "  stock:   refuses to start: {}\n  kvremap: refuses likewise\n",
                      o.refused);
       continue;
     }
     if (o.stock_oom_phase.empty()) {
-      fmt::format_to(std::back_inserter(out), "  stock:   starts; needs {} (KV and the post-KV peak) of {} free\n",
+      cli::append(out, "  stock:   starts; needs {} (KV and the post-KV peak) of {} free\n",
                      format_bytes(o.stock_need_bytes), format_bytes(o.stock_available_bytes));
     } else {
-      fmt::format_to(std::back_inserter(out),
+      cli::append(out,
                      "  stock:   out of memory in {}: needs {} (KV and the post-KV peak), {} free\n", o.stock_oom_phase,
                      format_bytes(o.stock_need_bytes), format_bytes(o.stock_available_bytes));
     }
     const std::string_view verdict = policy::to_string(o.plan.verdict);
-    fmt::format_to(std::back_inserter(out), "  kvremap: {}: device {}, host {}, margin {} (headroom {})\n", verdict,
+    cli::append(out, "  kvremap: {}: device {}, host {}, margin {} (headroom {})\n", verdict,
                    format_bytes(o.plan.device_bytes), format_bytes(o.plan.host_bytes),
                    format_signed_bytes(o.plan.margin_bytes), format_bytes(o.headroom_bytes));
-    if (!o.note.empty()) fmt::format_to(std::back_inserter(out), "  note: {}\n", o.note);
+    if (!o.note.empty()) cli::append(out, "  note: {}\n", o.note);
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// Fuzzes the trace reader on raw bytes, then validate(), replay_live_bytes() and the report renderer.
+// Fuzzes the trace reader on raw bytes, then validate(), replay_live_bytes() and the report renderer (escaped text).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)trace::replay_live_bytes(parsed);
   const std::string report = report::render_report(parsed);
   FUZZ_CHECK(!report.empty(), "a readable trace renders a report");
+  for (const char c : report) {
+    const auto byte = static_cast<unsigned char>(c);
+    FUZZ_CHECK(c == '\n' || (byte >= 0x20 && byte != 0x7f), "the report's only control bytes are its own newlines");
+  }
 
   // Dropping the raw events changes no typed record the tools use.
   const trace::Trace lean = trace::parse_trace(text, "fuzz.json", {.keep_raw_events = false});

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,14 +150,27 @@ int signal_when_ready(const std::vector<std::string>& argv, int sig, std::string
   return status;
 }
 
+// A shell function writing this process's trace into $KVREMAP_TRACE_DIR with the `kv restart` event
+// the library writes before it exits with 75 under KVREMAP_DEFICIT=restart.
+const std::string kWriteRestartTrace = R"(write_restart_trace() {
+  printf '[\n{"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":%d,"tid":%d,"ts":0,"args":{"schema_version":1,"library_version":"0","hostname":"h","pid":%d,"ppid":1,"cmdline":"c","start_unix_ns":1,"options":{"KVREMAP_MODE":"defer"}}}\n,{"ph":"i","s":"p","cat":"kv","name":"kv restart","pid":%d,"tid":%d,"ts":5,"args":{"device":0,"deficit_bytes":1024,"exit_status":75}}\n' $$ $$ $$ $$ $$ > "$KVREMAP_TRACE_DIR/kvremap-h-$$.json"
+}
+)";
+
 // A command that counts its starts in the file $1 and exits with the status its start's number
-// picks from the rest of its arguments (the last one for every later start).
-const char* kCountingScript = R"(count=$1; shift
+// picks from the rest of its arguments (the last one for every later start). A status written with
+// an "r" (75r) first writes a trace holding the library's `kv restart` event, as a start under
+// KVREMAP_DEFICIT=restart does before it exits.
+const std::string kCountingScript = kWriteRestartTrace + R"(count=$1; shift
 n=$(( $(cat "$count" 2>/dev/null || echo 0) + 1 ))
 echo $n > "$count"
 status=0
 i=0
 for s in "$@"; do i=$((i + 1)); status=$s; [ $i -eq $n ] && break; done
+case $status in *r)
+  status=${status%r}
+  write_restart_trace;;
+esac
 exit $status
 )";
 
@@ -203,6 +217,14 @@ TEST(Run, BadInputIsOneLineAndAShellsStatus) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "kvremap run: cannot create the trace directory " + file + "/traces (--trace-dir): Not a directory\n");
+}
+
+// A command's name (or any path) reaches stderr with its control bytes as \xNN: it cannot forge a
+// line of kvremap's own or send a terminal escape.
+TEST(Run, ControlCharactersInItsMessagesAreEscaped) {
+  const RunResult r = run({}, {"no-such\x1b[31m\nkvremap run: forged"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.err, "kvremap run: cannot run 'no-such\\x1b[31m\\x0akvremap run: forged': No such file or directory\n");
 }
 
 TEST(Run, TheEnvironmentNamesTheTraceAndProfileDirectoriesAndKeepsTheRest) {
@@ -268,15 +290,18 @@ exit 99
   }
 }
 
-TEST(Run, RestartsExactlyOnceAndOnlyAfterStatus75) {
+// The library's `kv restart` event in a trace of the start is the only evidence of a deficit: with
+// it, a failed start (75, or a front process's own status for a worker's exit) runs once more.
+TEST(Run, RestartsExactlyOnceAndOnlyOnTheTracesRestartEvent) {
   const std::string script = write_script(kCountingScript);
   struct Case {
     std::vector<std::string> statuses;
     int expected_exit;
     int expected_starts;
   };
-  for (const Case& c : {Case{{"75", "75"}, 75, 2}, Case{{"75", "0"}, 0, 2}, Case{{"1", "75"}, 1, 1}, Case{{"0"}, 0, 1},
-                        Case{{"78", "75"}, 78, 1}}) {
+  for (const Case& c : {Case{{"75r", "75r"}, 75, 2}, Case{{"75r", "0"}, 0, 2}, Case{{"1r", "0"}, 0, 2},
+                        Case{{"1", "75r"}, 1, 1}, Case{{"0"}, 0, 1}, Case{{"0r", "75"}, 0, 1},
+                        Case{{"78", "75r"}, 78, 1}}) {
     const std::string count = make_temp_dir() + "/starts";
     std::vector<std::string> command = {"/bin/sh", script, count};
     command.insert(command.end(), c.statuses.begin(), c.statuses.end());
@@ -288,12 +313,28 @@ TEST(Run, RestartsExactlyOnceAndOnlyAfterStatus75) {
   }
 }
 
+// A command's own status 75 without the library's `kv restart` event is no deficit: no second start,
+// no restart line, and the 75 is kvremap's status.
+TEST(Run, ABareExit75IsPassedThroughWithoutARestart) {
+  const std::string script = write_script(kCountingScript);
+  const std::string count = make_temp_dir() + "/starts";
+  const std::string traces = make_temp_dir();
+  for (const auto& options : {std::vector<std::string>{}, std::vector<std::string>{"--trace-dir", traces}}) {
+    std::filesystem::remove(count);
+    const RunResult r = run(options, {"/bin/sh", script, count, "75", "0"});
+    EXPECT_EQ(r.exit_code, 75) << r.err;
+    EXPECT_EQ(slurp(count), "1\n") << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("deficit"))) << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("starting again"))) << r.err;
+  }
+}
+
 // A deficit exit after the user asked the command to stop ends the run.
 TEST(Run, NoRestartAfterAStopSignal) {
-  const std::string script = write_script(R"(count=$1
+  const std::string script = write_script(kWriteRestartTrace + R"(count=$1
 n=$(( $(cat "$count" 2>/dev/null || echo 0) + 1 ))
 echo $n > "$count"
-trap 'kill $pid 2>/dev/null; exit 75' TERM
+trap 'write_restart_trace; kill $pid 2>/dev/null; exit 75' TERM
 sleep 1000 & pid=$!
 echo ready
 wait $pid
@@ -409,4 +450,55 @@ TEST(Run, ADeficitRestartsOnceAndTheSecondStartIsSizedFromTheProfiles) {
     EXPECT_NE(find_event(trace, "kv sizing adjusted"), nullptr) << file;
   }
   EXPECT_EQ(committed, 2);
+}
+
+// A process the command started in the background writes its trace after the command has exited.
+// Without --trace-dir the private directory stays while such a process runs, named on stderr, and
+// the trace lands in it.
+TEST(Run, APrivateTraceDirectoryStaysWhileAProcessTheCommandStartedRuns) {
+  const std::string tmp = make_temp_dir();
+  const std::string fifo = make_temp_dir() + "/go";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string done = make_temp_dir() + "/done";
+  // The background engine starts only once the test writes to the FIFO: after kvremap run has ended.
+  const std::string script = write_script(R"(fifo=$1; done=$2; shift 2
+( read go < "$fifo"; "$@"; echo $? > "$done.tmp"; mv "$done.tmp" "$done" ) </dev/null >/dev/null 2>&1 &
+exit 0
+)");
+  std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, 1);
+  env.push_back("TMPDIR=" + tmp);
+  const RunResult r = run({}, {"/bin/sh", script, fifo, done, link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO,
+                               "--gpu-memory-utilization", "0.9"},
+                          env);
+  // Release the background process whatever happened above, so that none is left waiting. The
+  // bounds here and below only keep a broken build from hanging the suite.
+  bool released = false;
+  for (int waited_ms = 0; !released && waited_ms < 60000; waited_ms += 10) {
+    const int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) {
+      released = write(fd, "go\n", 3) == 3;
+      close(fd);
+    } else {
+      usleep(10000);
+    }
+  }
+  ASSERT_TRUE(released) << "the background process never opened the FIFO";
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(tmp)) kept.push_back(entry.path().string());
+  ASSERT_EQ(kept.size(), 1u) << "the private directory was removed under the background process:\n" << r.err;
+  EXPECT_TRUE(fs::path(kept[0]).filename().string().starts_with("kvremap-run-")) << kept[0];
+  EXPECT_THAT(r.err, HasSubstr("kvremap run: processes the command started still run; their trace directory " +
+                               kept[0] + " is kept: remove it once they have ended\n"));
+  EXPECT_EQ(count_of(r.err, "\n"), 2u) << "that line and 'no process wrote a kvremap trace':\n" << r.err;
+
+  for (int waited_ms = 0; !fs::exists(done) && waited_ms < 240000; waited_ms += 20) usleep(20000);
+  ASSERT_EQ(slurp(done), "0\n") << "the background engine did not finish";
+  const auto traces = trace_files(kept[0]);
+  ASSERT_EQ(traces.size(), 1u);
+  const auto trace = kvremap::trace::read_trace(traces[0]);
+  EXPECT_TRUE(trace.complete) << traces[0];
+  EXPECT_THAT(trace.header.cmdline, HasSubstr("--gpu-memory-utilization 0.9"));
+  fs::remove_all(kept[0]);
 }

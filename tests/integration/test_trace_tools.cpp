@@ -524,3 +524,134 @@ TEST(TraceTools, ReportAndPlotShowTheOutOfMemorySnapshot) {
   EXPECT_NE(page.find("<g class=\"oom\" data-phase=\"" + recorded["phase"].get<std::string>() + "\">"),
             std::string::npos);
 }
+
+namespace {
+
+// The hand-written traces of the unit tests, found from the scenario's path in the same source tree.
+std::string data_trace(const std::string& name) {
+  const std::string scenario = SEED_SCENARIO;
+  return scenario.substr(0, scenario.rfind("/examples/vllm_like/")) + "/tests/data/traces/" + name;
+}
+
+// complete.json with `line` added after its header (the file's third line), in a fresh directory.
+std::string trace_with_event(const std::string& line) {
+  std::istringstream in(slurp(data_trace("complete.json")));
+  std::string out, text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    out += text + "\n";
+    if (n == 3) out += line + "\n";
+  }
+  const std::string path = make_temp_dir() + "/kvremap-h-4242.json";
+  std::ofstream(path) << out;
+  return path;
+}
+
+// Runs the CLI in /bin/sh with SIGXFSZ ignored and a file-size limit of a few kilobytes: a write
+// past it fails with EFBIG part-way through an output, as on a full disk.
+RunResult cli_with_file_size_limit(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "trap '' XFSZ; ulimit -f 4; exec \"$0\" \"$@\"", KVREMAP_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, {}, {}, 120);
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+// A "cat" is optional and of any type for validate; merge takes every trace validate accepts, and
+// what it refuses it refuses naming the file, the line and the field.
+TEST(TraceTools, MergeTakesWhatValidateAcceptsAndNamesTheFieldOfWhatItRefuses) {
+  for (const std::string cat : {"5", "{\"a\":1}", "null", "[\"summary\"]"}) {
+    const std::string input = trace_with_event(R"({"ph":"i","s":"t","cat":)" + cat +
+                                               R"(,"name":"note","pid":4242,"tid":4242,"ts":1500,"args":{}})");
+    const RunResult v = cli({"validate", input});
+    ASSERT_EQ(v.exit_code, 0) << cat << ": " << v.out << v.err;
+    const std::string merged = make_temp_dir() + "/merged.json";
+    const RunResult m = cli({"merge", input, data_trace("complete.json"), "-o", merged});
+    EXPECT_EQ(m.exit_code, 0) << cat << ": " << m.err;
+    EXPECT_EQ(m.err, "") << cat;
+    const RunResult mv = cli({"validate", merged});
+    EXPECT_EQ(mv.exit_code, 0) << cat << ": " << mv.out << mv.err;
+    EXPECT_NE(slurp(merged).find(R"("cat":)" + json::parse(cat).dump()), std::string::npos) << cat;
+  }
+  // A header whose schema version is not an integer: refused by both, the file, line and field named.
+  std::string bad = slurp(data_trace("complete.json"));
+  bad.replace(bad.find(R"("schema_version":1)"), 18, R"("schema_version":"1")");
+  const std::string input = make_temp_dir() + "/bad.json";
+  std::ofstream(input) << bad;
+  const std::string merged = make_temp_dir() + "/merged.json";
+  const RunResult m = cli({"merge", data_trace("complete.json"), input, "-o", merged});
+  EXPECT_EQ(m.exit_code, 1);
+  EXPECT_EQ(m.err, "kvremap merge: " + input + ": line 3: kvremap_trace metadata has no integer args.schema_version\n");
+  EXPECT_FALSE(fs::exists(merged));
+}
+
+// An output that cannot be written whole leaves nothing behind: no partial file, and a file that was
+// there before as it was. One line names the file and the error.
+TEST(TraceTools, AnOutputThatFailsPartWayLeavesNoPartialFileAndTheOldOneUnchanged) {
+  const std::string complete = data_trace("complete.json");
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"plot", complete}, std::vector<std::string>{"merge", complete, complete}}) {
+    const std::string dir = make_temp_dir();
+    const std::string target = dir + "/out";
+    std::ofstream(target) << "old contents\n";
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"-o", target});
+    // The whole output is larger than the limit (a plot page, two copies of an 8 KB trace).
+    const RunResult r = cli_with_file_size_limit(args);
+    EXPECT_EQ(r.exit_code, 2) << command[0] << ": " << r.out << r.err;
+    EXPECT_EQ(r.err, "kvremap " + command[0] + ": " + target + ": cannot write: File too large\n") << command[0];
+    EXPECT_EQ(slurp(target), "old contents\n") << command[0];
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"out"}) << command[0] << ": a temporary file was left";
+    EXPECT_EQ(r.out, "") << command[0];
+
+    // Without the limit the same command replaces the old file whole.
+    const RunResult ok = cli(args);
+    EXPECT_EQ(ok.exit_code, 0) << command[0] << ": " << ok.err;
+    EXPECT_NE(slurp(target), "old contents\n") << command[0];
+    EXPECT_EQ(names_in(dir), std::vector<std::string>{"out"}) << command[0];
+  }
+  // A device is written directly; its error is the one line.
+  const RunResult full = cli({"plot", complete, "-o", "/dev/full"});
+  EXPECT_EQ(full.exit_code, 2);
+  EXPECT_EQ(full.err, "kvremap plot: /dev/full: cannot write: No space left on device\n");
+}
+
+// Paths and trace strings reach the terminal with their control bytes as \xNN: a file name or a
+// cmdline holding a newline or an escape sequence cannot forge a line or drive the terminal.
+TEST(TraceTools, ControlCharactersInPathsAndTraceStringsAreEscaped) {
+  const std::string dir = make_temp_dir();
+  const std::string missing = dir + "/a\nkvremap report: forged\x1b[31m.json";
+  const RunResult r = cli({"report", missing});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "kvremap report: " + dir + "/a\\x0akvremap report: forged\\x1b[31m.json: line 0: cannot open: " +
+                       "No such file or directory\n");
+
+  std::string text = slurp(data_trace("complete.json"));
+  const std::string cmdline = R"("cmdline":"python3 -m vllm.entrypoints.openai.api_server --model m")";
+  text.replace(text.find(cmdline), cmdline.size(), R"("cmdline":"engine \u001b[31m\nkvremap report: forged")");
+  const std::string caller = R"("caller":"libc10_cuda.so")";
+  text.replace(text.find(caller), caller.size(), R"("caller":"lib\u001b]0;x\u0007.so")");
+  const std::string path = dir + "/kvremap-\r.json";
+  std::ofstream(path) << text;
+  const RunResult report = cli({"report", path});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("== " + dir + "/kvremap-\\x0d.json\n"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find(": engine \\x1b[31m\\x0akvremap report: forged\n"), std::string::npos) << report.out;
+  for (const char c : report.out + report.err) {
+    const auto byte = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (byte >= 0x20 && byte != 0x7f)) << "byte " << static_cast<int>(byte);
+  }
+  // JSON output keeps the strings exact, escaped by the JSON writer.
+  const RunResult as_json = cli({"report", "--json", path});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_NE(as_json.out.find(R"(engine \u001b[31m\nkvremap report: forged)"), std::string::npos);
+  EXPECT_EQ(json::parse(as_json.out)[0]["process"]["cmdline"], "engine \x1b[31m\nkvremap report: forged");
+  const RunResult validate = cli({"validate", path});
+  EXPECT_EQ(validate.out, dir + "/kvremap-\\x0d.json: ok, 32 events\n") << validate.err;
+}

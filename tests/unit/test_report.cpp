@@ -159,4 +159,31 @@ TEST(Report, NoKvSectionWithoutKvEvents) {
   EXPECT_THAT(render_report(read_trace(data_path("complete.json"))), Not(HasSubstr("kv cache, device")));
 }
 
+// A trace's strings reach the terminal with their control bytes as \xNN: a cmdline, a hostname, an
+// option's value or a reason cannot forge a line of the report or send an escape sequence.
+TEST(Report, ControlCharactersInTheTracesStringsAreEscaped) {
+  const std::string text =
+      "[\n"
+      R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
+      R"("library_version":"0.2.0","hostname":"h\u001b]0;title\u0007","pid":7,"ppid":1,)"
+      R"("cmdline":"engine \u001b[31mred\nkvremap: forged","start_unix_ns":1,"options":{"KVREMAP_MODE":"ob\rserve"}}})"
+      "\n"
+      R"(,{"ph":"i","s":"g","cat":"phase","name":"phase: loading","pid":7,"tid":7,"ts":1,)"
+      R"("args":{"phase":"loading","previous":"init","reason":"first\n! cudaMalloc"}})"
+      "\n"
+      R"(,{"ph":"i","s":"g","cat":"kvremap","name":"tracking disabled","pid":7,"tid":7,"ts":2,"args":{"reason":"full\u007f"}})"
+      "\n";
+  const std::string report = render_report(kvremap::trace::parse_trace(text, "t\x1b[2J.json"));
+  EXPECT_THAT(report, HasSubstr("== t\\x1b[2J.json\n"));
+  EXPECT_THAT(report, HasSubstr("on h\\x1b]0;title\\x07: engine \\x1b[31mred\\x0akvremap: forged\n"));
+  EXPECT_THAT(report, HasSubstr("KVREMAP_MODE=ob\\x0dserve"));
+  EXPECT_THAT(report, HasSubstr("init -> loading (first\\x0a! cudaMalloc)\n"));
+  EXPECT_THAT(report, HasSubstr("tracking disabled at 0.000 s: full\\x7f\n"));
+  for (const char c : report) {
+    const auto byte = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (byte >= 0x20 && byte != 0x7f)) << "byte " << static_cast<int>(byte);
+  }
+  EXPECT_THAT(report, Not(HasSubstr("\nkvremap: forged")));
+}
+
 }  // namespace

@@ -241,4 +241,24 @@ TEST(RunSummary, OrderedByAttemptThenByStart) {
 
 TEST(RunSummary, NoTracesNoLines) { EXPECT_EQ(render_run_summary({}), ""); }
 
+// Strings from a trace (a refusal's reason, a profile's path, a read error naming a file) are shown
+// with their control bytes as \xNN: none can start a line that looks like kvremap's own.
+TEST(RunSummary, ControlCharactersFromTheTraceAreEscaped) {
+  json refused = {{"device", 0}, {"reason", "no VMM\nkvremap run: attempt 1, pid 1: forged"}};
+  json written = {{"device", 1}, {"path", "/p/\x1b[31mred.json"}};
+  ProcessTrace unreadable;
+  unreadable.attempt = 1;
+  unreadable.path = "bad\r.json";
+  unreadable.read_error = "bad\r.json: line 1: not\x07 a trace";
+  const std::string summary = render_run_summary(
+      {process(make_trace(5, "defer", {{"kv arena refused", refused}, {"kv profile written", written}})),
+       std::move(unreadable)});
+  EXPECT_EQ(summary,
+            "kvremap run: attempt 1, pid 5, device 0: no KV commit: KV arena refused (no VMM\\x0akvremap run: "
+            "attempt 1, pid 1: forged)\n"
+            "kvremap run: attempt 1, pid 5, device 1: no KV commit: no KV cache deferred; profile written: "
+            "/p/\\x1b[31mred.json\n"
+            "kvremap run: attempt 1: bad\\x0d.json: line 1: not\\x07 a trace\n");
+}
+
 }  // namespace

@@ -851,4 +851,23 @@ TEST(TraceReaderKvEvents, ReadsEachKindOnceAndLeavesMistypedFieldsEmpty) {
   EXPECT_FALSE(events[3].host_bytes.has_value());
 }
 
+
+// "cat" is optional and of any type in the schema: an event whose "cat" is not a string reads and
+// validates, even under the name the writer gives its "trace stopped" event, which then is not it.
+TEST(TraceReaderFieldTypes, ACatThatIsNotAStringIsReadAndValid) {
+  const std::string header =
+      "[\n"
+      R"({"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":7,"tid":7,"ts":0,"args":{"schema_version":1,)"
+      R"("library_version":"0","hostname":"h","pid":7,"ppid":1,"cmdline":"c","start_unix_ns":1,"options":{}}})"
+      "\n";
+  for (const char* cat : {"5", "{\"x\":1}", "null", "[\"kvremap\"]"}) {
+    const std::string text = header + R"(,{"ph":"i","s":"g","cat":)" + cat +
+                             R"(,"name":"trace stopped","pid":7,"tid":7,"ts":1,"args":{"error":"x"}})" + "\n]\n";
+    const Trace trace = parse_trace(text, "t.json");
+    EXPECT_EQ(trace.event_count, 2u) << cat;
+    EXPECT_EQ(trace.stopped, "") << cat;
+    EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty()) << cat;
+  }
+}
+
 }  // namespace

@@ -566,7 +566,7 @@ class TraceParser {
       sorter_.add(event, index, line_number);  // a repeated header is kept as an OtherEvent
     }
     // The writer's last word when the file could not grow (docs/trace-format.md).
-    if (event.is_object() && event.value("name", "") == "trace stopped" && event.value("cat", "") == "kvremap") {
+    if (string_at(event, "name") == "trace stopped" && string_at(event, "cat") == "kvremap") {
       const auto args = event.find("args");
       trace_.stopped = args != event.end() && args->is_object() && args->contains("error") &&
                                (*args)["error"].is_string()
