@@ -164,7 +164,7 @@ constexpr std::array<OptionSpec, 19> kOptions{{
      {},
      "Allocations of at least this size record their caller in the trace.",
      assign_plain<&Options::stack_min_bytes>,
-     read_plain<&Options::stack_min_bytes>, WhenInvalid::attribution},
+     read_plain<&Options::stack_min_bytes>, WhenInvalid::default_value},
     {"KVREMAP_STRICT",
      OptionType::boolean,
      "off",
@@ -506,8 +506,6 @@ std::string invalid_consequence(const OptionSpec& spec) {
       return "KV deferral is off (KVREMAP_MODE=observe); tracking and tracing go on";
     case WhenInvalid::trace:
       return "no trace is written; KV deferral and tracking go on";
-    case WhenInvalid::attribution:
-      return "no allocation records its caller";
     case WhenInvalid::sizing:
       return "no profile sizes this start (KVREMAP_SIZING=engine)";
     case WhenInvalid::default_value:
@@ -556,9 +554,6 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
         break;
       case WhenInvalid::trace:
         requested.trace = false;
-        break;
-      case WhenInvalid::attribution:
-        requested.stack_min_bytes = std::numeric_limits<std::uint64_t>::max();
         break;
       case WhenInvalid::sizing:
         requested.sizing = SizingWhen::engine;

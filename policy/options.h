@@ -82,9 +82,8 @@ std::string_view to_string(OptionType type);
 enum class WhenInvalid : std::uint8_t {
   deferral,       // a KV-deferral setting: KVREMAP_MODE=observe (tracking and tracing go on)
   trace,          // no trace file
-  attribution,    // no caller recorded for any allocation
   sizing,         // KVREMAP_SIZING=engine: no profile sizes this start
-  default_value,  // the option keeps its default (log level, strictness, trace file mode)
+  default_value,  // the option keeps its default (log level, strictness, stack threshold, trace mode)
 };
 
 struct EnumIndex {

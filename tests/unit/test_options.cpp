@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <limits>
 #include <iterator>
 #include <string>
 
@@ -75,7 +74,7 @@ TEST(Options, BadSizeHasTheExactMessage) {
   EXPECT_EQ(parsed.problems[0].value, "abc");
   EXPECT_EQ(parsed.problems[0].message,
             "kvremap: KVREMAP_STACK_MIN_BYTES='abc' is invalid: expected a size such as 4096, 64KiB, 512MiB, "
-            "1.5G or 2GiB; no allocation records its caller");
+            "1.5G or 2GiB; KVREMAP_STACK_MIN_BYTES stays 1MiB");
 }
 
 TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
@@ -114,7 +113,7 @@ TEST(Options, AnInvalidValueDisablesOnlyWhatItConfigures) {
   EXPECT_EQ(no_stack.options.mode, Mode::defer);
   EXPECT_FALSE(no_stack.options.trace);
   EXPECT_EQ(no_stack.options.log_level, LogLevel::info);
-  EXPECT_EQ(no_stack.options.stack_min_bytes, std::numeric_limits<std::uint64_t>::max()) << "no caller recorded";
+  EXPECT_EQ(no_stack.options.stack_min_bytes, 1ull << 20) << "the default threshold";
 
   // A bad KV setting turns deferral off (a half-configured arena could do what nobody asked), and
   // reports no "has no effect" lines for the other KV settings given; tracing goes on as configured.
