@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -38,12 +39,14 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// cuda_program `mode` under kvremap in a fresh directory (its working directory too), the trace directory
+// A program under kvremap in a fresh directory `*dir`: its working directory, and its trace directory
 // unless `env` names one.
 RunResult run_kvremap(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string* dir) {
   *dir = make_temp_dir();
-  return run_program(argv, with(with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + *dir}), env),
-                     {}, 60, 9, *dir);
+  std::vector<std::string> all = with(kSimulator, {"LD_PRELOAD=" KVREMAP_PRELOAD});
+  if (std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("KVREMAP_TRACE_DIR="); }))
+    all.push_back("KVREMAP_TRACE_DIR=" + *dir);
+  return run_program(argv, with(all, env), {}, 60, 9, *dir);
 }
 
 std::uint32_t mode_of(const std::string& path) {
