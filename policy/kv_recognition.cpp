@@ -12,7 +12,9 @@ bool place_in_arena(const PlacementQuery& q) {
   if (!may_place_in_arena(q.bytes, q.tag, q.min_bytes, q.tensor_override)) return false;
   if (q.tag == KvTag::kv) return true;
   const std::uint64_t tensor = kv_tensor_size(q.recognised_bytes, q.tensor_override);
-  if (tensor != 0) return q.bytes == tensor && (q.kv_window || q.tensor_override != 0);
+  // KVREMAP_KV_TENSOR_BYTES names a size, not a phase: a weight or workspace of that size made while
+  // loading must stay an ordinary allocation, so the override too applies only inside the KV window.
+  if (tensor != 0) return q.bytes == tensor && q.kv_window;
   return q.kv_window;
 }
 

@@ -26,10 +26,11 @@ struct PlacementQuery {
 // At allocation time: may this allocation be KV cache, so that it goes into the arena?
 // Never while a capture is open (graph-pool memory is captured by address and belongs to the graph)
 // nor once the device's burst is over; a "kv" tag says yes and a "none" tag no; otherwise an
-// allocation of at least min_bytes inside the KV window (after the sizing query, see phases.h), or
-// of exactly the size KVREMAP_KV_TENSOR_BYTES names, in any phase. Once the burst is recognised,
-// only allocations of its tensor size are placed: anything else cannot be KV, and left out of the
-// arena it stays ordinary (legacy-IPC capable) memory.
+// allocation inside the KV window (after the sizing query, see phases.h) of at least min_bytes, or
+// of exactly the size KVREMAP_KV_TENSOR_BYTES names (never outside the window: a loading-phase weight
+// of that size is not KV). Once the burst is recognised, or the override names the size, only
+// allocations of that size are placed: anything else cannot be KV, and left out of the arena it stays
+// ordinary (legacy-IPC capable) memory.
 // Weights come before the sizing query and IPC-shared buffers are either small or made during
 // capture, so neither is placed; whatever else is placed and turns out not to be KV stays backed.
 bool place_in_arena(const PlacementQuery& query);

@@ -46,46 +46,46 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 18> kOptions{{
+constexpr std::array<OptionSpec, 19> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "defer", kModeNames,
      "What kvremap does: `defer` places the KV cache in its arena, defers its backing during start-up work, "
      "commits it before serving and sizes the next start from a profile; `observe` only tracks and traces CUDA "
      "memory and changes nothing.",
-     assign_enum<&Options::mode>, read_enum<&Options::mode>},
+     assign_enum<&Options::mode>, read_enum<&Options::mode>, WhenInvalid::deferral},
     {"KVREMAP_COMMIT", OptionType::enumeration, "auto", kCommitNames,
      "When deferred KV memory is committed: `auto` before the first call that could be serving (docs/kv-deferral.md), "
-     "`first-launch` before any launch after the KV burst, `manual` at `kvremap_commit()`; every mode commits before "
-     "a graph replay or a copy, memset or export of KV.",
-     assign_enum<&Options::commit>, read_enum<&Options::commit>},
+     "`first-launch` before any launch after the KV burst (start-up work then gets no extra memory), `manual` at "
+     "`kvremap_commit()`; every mode commits before a graph replay or a copy, memset or export of KV.",
+     assign_enum<&Options::commit>, read_enum<&Options::commit>, WhenInvalid::deferral},
     {"KVREMAP_ENGINE", OptionType::enumeration, "auto", kEngineNames,
      "The engine in this process: `auto` reads it from the command line (an ancestor's for multiprocessing "
      "children); `vllm`, `sglang` name it for launchers that hide it; `other` assumes no CUDA-graph capture follows "
      "the KV cache, so the commit comes before the first launch.",
-     assign_enum<&Options::engine>, read_enum<&Options::engine>},
+     assign_enum<&Options::engine>, read_enum<&Options::engine>, WhenInvalid::deferral},
     {"KVREMAP_HEADROOM",
      OptionType::size,
      "256MiB",
      {},
      "Device memory left free when the KV cache is committed.",
      assign_plain<&Options::headroom_bytes>,
-     read_plain<&Options::headroom_bytes>},
+     read_plain<&Options::headroom_bytes>, WhenInvalid::deferral},
     {"KVREMAP_DEFICIT", OptionType::enumeration, "host", kDeficitNames,
      "When the KV cache does not fit at commit: `host` backs the tail with host memory where the device supports "
      "it, `fail` stops with what to change, `restart` writes the profile and exits with status 75 when no profile "
      "sized this start (`kvremap run` starts it again, sized from the profile; otherwise like `host`).",
-     assign_enum<&Options::deficit>, read_enum<&Options::deficit>},
+     assign_enum<&Options::deficit>, read_enum<&Options::deficit>, WhenInvalid::deferral},
     {"KVREMAP_SIZING", OptionType::enumeration, "learned", kSizingNames,
      "How a profile of an earlier start sizes this one (docs/kv-deferral.md, Learned sizing): `learned` reports "
      "less free memory at the engine's sizing query by what the KV cache lacked, never more KV than the engine "
      "sizes alone; `fit` also grows the KV cache into a measured surplus; `engine` leaves the engine's figure alone.",
-     assign_enum<&Options::sizing>, read_enum<&Options::sizing>},
+     assign_enum<&Options::sizing>, read_enum<&Options::sizing>, WhenInvalid::sizing},
     {"KVREMAP_CHUNK_BYTES",
      OptionType::size,
      "512MiB",
      {},
      "Size of each physical handle backing the KV arena (a multiple of the VMM granularity).",
      assign_plain<&Options::chunk_bytes>,
-     read_plain<&Options::chunk_bytes>},
+     read_plain<&Options::chunk_bytes>, WhenInvalid::deferral},
     {"KVREMAP_KV_ONE_HANDLE",
      OptionType::boolean,
      "off",
@@ -94,50 +94,59 @@ constexpr std::array<OptionSpec, 18> kOptions{{
      "`KVREMAP_CHUNK_BYTES` (for RDMA stacks that refuse a range spanning several handles; a host tail is a "
      "second handle).",
      assign_plain<&Options::kv_one_handle>,
-     read_plain<&Options::kv_one_handle>},
+     read_plain<&Options::kv_one_handle>, WhenInvalid::deferral},
     {"KVREMAP_SCRATCH_BYTES",
      OptionType::size,
      "64MiB",
      {},
      "Size of the scratch handle aliased over deferred KV (divides `KVREMAP_CHUNK_BYTES`).",
      assign_plain<&Options::scratch_bytes>,
-     read_plain<&Options::scratch_bytes>},
+     read_plain<&Options::scratch_bytes>, WhenInvalid::deferral},
     {"KVREMAP_ARENA_BYTES",
      OptionType::size,
      "0",
      {},
      "Virtual address space reserved for the KV arena; `0` means twice the device's memory.",
      assign_plain<&Options::arena_bytes>,
-     read_plain<&Options::arena_bytes>},
+     read_plain<&Options::arena_bytes>, WhenInvalid::deferral},
     {"KVREMAP_KV_MIN_BYTES",
      OptionType::size,
      "64MiB",
      {},
      "Allocations at least this large made after the engine's sizing memory query are KV-cache candidates.",
      assign_plain<&Options::kv_min_bytes>,
-     read_plain<&Options::kv_min_bytes>},
+     read_plain<&Options::kv_min_bytes>, WhenInvalid::deferral},
     {"KVREMAP_KV_TENSOR_BYTES",
      OptionType::size,
      "0",
      {},
      "Size of each KV-cache tensor, for engines whose start-up recognition misses: allocations of exactly this "
-     "size (outside capture, until the KV cache is deferred) are KV; `0` recognises the size from the KV burst.",
+     "size inside the KV window (after the engine's sizing memory query, outside capture, until the KV cache is "
+     "deferred; never while loading) are KV; `0` recognises the size from the KV burst.",
      assign_plain<&Options::kv_tensor_bytes>,
-     read_plain<&Options::kv_tensor_bytes>},
+     read_plain<&Options::kv_tensor_bytes>, WhenInvalid::deferral},
     {"KVREMAP_TRACE",
      OptionType::boolean,
      "on",
      {},
      "Write one JSON trace per process (Chrome trace-event format) into `KVREMAP_TRACE_DIR`.",
      assign_plain<&Options::trace>,
-     read_plain<&Options::trace>},
+     read_plain<&Options::trace>, WhenInvalid::trace},
     {"KVREMAP_TRACE_DIR",
      OptionType::path,
      ".",
      {},
      "Directory for trace files; `.` is the engine's current directory.",
      assign_plain<&Options::trace_dir>,
-     read_plain<&Options::trace_dir>},
+     read_plain<&Options::trace_dir>, WhenInvalid::trace},
+    {"KVREMAP_TRACE_MODE",
+     OptionType::file_mode,
+     "0600",
+     {},
+     "Permission bits of each new trace file, less the umask; `0600` lets only the engine's user read it (the "
+     "header holds the command line, redacted: docs/configuration.md, Redaction).",
+     assign_plain<&Options::trace_mode>,
+     read_plain<&Options::trace_mode>, WhenInvalid::default_value},
     {"KVREMAP_PROFILE_DIR",
      OptionType::optional_path,
      "",
@@ -145,24 +154,25 @@ constexpr std::array<OptionSpec, 18> kOptions{{
      "Directory for the profiles defer mode writes after each commit (docs/kv-deferral.md, Profiles); empty means "
      "`$XDG_CACHE_HOME/kvremap`, else `~/.cache/kvremap`; `off` writes none.",
      assign_plain<&Options::profile_dir>,
-     read_plain<&Options::profile_dir>},
+     read_plain<&Options::profile_dir>, WhenInvalid::default_value},
     {"KVREMAP_LOG_LEVEL", OptionType::enumeration, "warn", kLogLevelNames,
      "Least severe message kvremap logs; `off` silences it.", assign_enum<&Options::log_level>,
-     read_enum<&Options::log_level>},
+     read_enum<&Options::log_level>, WhenInvalid::default_value},
     {"KVREMAP_STACK_MIN_BYTES",
      OptionType::size,
      "1MiB",
      {},
      "Allocations of at least this size record their caller in the trace.",
      assign_plain<&Options::stack_min_bytes>,
-     read_plain<&Options::stack_min_bytes>},
+     read_plain<&Options::stack_min_bytes>, WhenInvalid::default_value},
     {"KVREMAP_STRICT",
      OptionType::boolean,
      "off",
      {},
-     "Exit with status 1 on any configuration problem instead of running observe-only.",
+     "Exit with status 1 on any configuration problem, at load or when the device first checks the KV settings, "
+     "instead of running without what the problem configures.",
      assign_plain<&Options::strict>,
-     read_plain<&Options::strict>},
+     read_plain<&Options::strict>, WhenInvalid::default_value},
 }};
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -242,6 +252,35 @@ std::string printable(std::string_view text) {
 }
 
 std::string size_text(std::uint64_t bytes) { return format_size_exactly(bytes); }
+
+// Octal permission bits, "0640": at most four digits, nothing above 0777 (no set-id or sticky bits),
+// owner read and write included (the file would be useless to its own user otherwise).
+std::optional<std::uint64_t> parse_file_mode(std::string_view text) {
+  text = trim(text);
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  std::uint64_t mode = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (mode > 0777 || (mode & 0600) != 0600) return std::nullopt;
+  return mode;
+}
+
+std::string format_file_mode(std::uint64_t mode) {
+  std::string out = "0000";
+  for (std::size_t i = 3; i > 0; --i, mode >>= 3) out[i] = static_cast<char>('0' + (mode & 7));
+  return out;
+}
+
+// A scratch size that works on this device: the granule doubled while it stays at most `wanted` and
+// divides `chunk` (itself a multiple of the granule), so the suggestion is as close to the asked size
+// as a whole number of granules dividing the chunk allows.
+std::uint64_t scratch_that_fits(std::uint64_t chunk, std::uint64_t granule, std::uint64_t wanted) {
+  std::uint64_t s = granule;
+  while (s <= wanted / 2 && chunk % (s * 2) == 0) s *= 2;
+  return s;
+}
 
 // The largest power of two that divides `chunk` and is at most `limit` (at least 1).
 std::uint64_t power_of_two_divisor(std::uint64_t chunk, std::uint64_t limit) {
@@ -330,6 +369,8 @@ std::string_view to_string(OptionType type) {
       return "path";
     case OptionType::count:
       return "count";
+    case OptionType::file_mode:
+      return "mode";
   }
   return "?";
 }
@@ -366,6 +407,9 @@ std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::strin
       return OptionValue{std::string(text)};
     case OptionType::optional_path:
       return OptionValue{std::string(text)};
+    case OptionType::file_mode:
+      if (auto v = parse_file_mode(text)) return OptionValue{*v};
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -386,6 +430,8 @@ std::string accepted_values(const OptionSpec& spec) {
       return "a directory path, `off`, or empty for the default";
     case OptionType::count:
       return "a whole number such as 0, 8 or 1000";
+    case OptionType::file_mode:
+      return "an octal mode such as 0600 or 0640: permission bits only (at most 0777), owner read and write included";
   }
   return "?";
 }
@@ -407,6 +453,8 @@ std::string format_option_value(const OptionSpec& spec, const OptionValue& value
       const std::size_t i = std::get<EnumIndex>(value).index;
       return i < spec.choices.size() ? std::string(spec.choices[i]) : std::string("?");
     }
+    case OptionType::file_mode:
+      return format_file_mode(std::get<std::uint64_t>(value));
   }
   return "?";
 }
@@ -452,11 +500,24 @@ std::optional<std::string_view> closest_option_name(std::string_view name) {
   return best;
 }
 
+std::string invalid_consequence(const OptionSpec& spec) {
+  switch (spec.when_invalid) {
+    case WhenInvalid::deferral:
+      return "KV deferral is off (KVREMAP_MODE=observe); tracking and tracing go on";
+    case WhenInvalid::trace:
+      return "no trace is written; KV deferral and tracking go on";
+    case WhenInvalid::sizing:
+      return "no profile sizes this start (KVREMAP_SIZING=engine)";
+    case WhenInvalid::default_value:
+      break;
+  }
+  return std::string(spec.name) + " stays " + (spec.default_text.empty() ? "empty" : std::string(spec.default_text));
+}
+
 ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string>>& env) {
   ParsedOptions parsed;
-  parsed.options = default_options();
-  Options requested = parsed.options;
-  bool any_invalid = false;
+  Options requested = default_options();
+  std::vector<const OptionSpec*> invalid;
   std::vector<std::string_view> seen;
 
   for (const auto& [name, value] : env) {
@@ -475,27 +536,77 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
       spec->assign(requested, *parsed_value);
       continue;
     }
-    any_invalid = true;
-    parsed.problems.push_back(
-        {name, value,
-         "kvremap: " + name + "='" + printable(value) + "' is invalid: expected " + accepted_values(*spec)});
+    invalid.push_back(spec);
+    parsed.problems.push_back({name, value,
+                               "kvremap: " + name + "='" + printable(value) + "' is invalid: expected " +
+                                   accepted_values(*spec) + "; " + invalid_consequence(*spec)});
   }
 
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".
   parsed.strict = requested.strict;
-  if (!any_invalid) {
+  // An invalid value turns off what it configures and nothing else: a bad trace directory must not
+  // cost the deferral an engine may need to fit, nor a bad KV setting the trace that would show why.
+  bool deferral_off = false;
+  for (const OptionSpec* spec : invalid) {
+    switch (spec->when_invalid) {
+      case WhenInvalid::deferral:
+        deferral_off = true;
+        break;
+      case WhenInvalid::trace:
+        requested.trace = false;
+        break;
+      case WhenInvalid::sizing:
+        requested.sizing = SizingWhen::engine;
+        break;
+      case WhenInvalid::default_value:
+        break;  // never assigned: the default stands
+    }
+  }
+  // Settings that cannot work together are judged only on a configuration that could defer.
+  if (!deferral_off) {
     std::vector<OptionProblem> conflicts = combination_problems(requested, seen);
-    any_invalid = !conflicts.empty() && requested.mode == Mode::defer;
+    deferral_off = !conflicts.empty() && requested.mode == Mode::defer;
     for (OptionProblem& p : conflicts) parsed.problems.push_back(std::move(p));
   }
-  if (!any_invalid) {
-    parsed.options = requested;
-    return parsed;
-  }
-  // A half-applied configuration could do what nobody asked for: observe only, with defaults.
-  parsed.options.mode = Mode::observe;
-  parsed.options.strict = parsed.strict;
+  if (deferral_off) requested.mode = Mode::observe;
+  parsed.options = requested;
   return parsed;
+}
+
+std::vector<std::string> gain_notices(const Options& o) {
+  std::vector<std::string> out;
+  if (o.mode != Mode::defer) return out;
+  static constexpr std::string_view kNoGain =
+      "the KV cache is committed before the first launch after the KV burst; autotuning and CUDA-graph capture get "
+      "no extra memory";
+  if (o.commit == TriggerMode::first_launch)
+    out.push_back("KVREMAP_COMMIT=first-launch: " + std::string(kNoGain));
+  if (o.engine == EngineWhen::other)
+    out.push_back("KVREMAP_ENGINE=other: no capture is expected after the KV cache, so " + std::string(kNoGain));
+  return out;
+}
+
+std::string device_option_problem(const Options& o, int device, std::uint64_t granule, std::uint64_t device_total) {
+  const std::string dev = "device " + std::to_string(device);
+  // Figures as the log writes them ("2.00 MiB"): these lines are logged beside the driver's.
+  const std::string chunk = "KVREMAP_CHUNK_BYTES=" + format_bytes(o.chunk_bytes);
+  if (granule != 0 && o.chunk_bytes % granule != 0)
+    return "kvremap: " + chunk + " is not a multiple of " + dev + "'s VMM granularity (" + format_bytes(granule) +
+           "): use a multiple such as " + format_bytes((o.chunk_bytes / granule + 1) * granule);
+  if (granule != 0 && o.scratch_bytes % granule != 0)
+    return "kvremap: KVREMAP_SCRATCH_BYTES=" + format_bytes(o.scratch_bytes) + " is not a multiple of " + dev +
+           "'s VMM granularity (" + format_bytes(granule) + "): the scratch is mapped in whole granules; use " +
+           format_bytes(scratch_that_fits(o.chunk_bytes, granule, o.scratch_bytes)) +
+           " or another multiple of the granularity that divides " + chunk;
+  if (device_total != 0 && o.headroom_bytes >= device_total)
+    return "kvremap: KVREMAP_HEADROOM=" + format_bytes(o.headroom_bytes) + " is not below " + dev + "'s memory (" +
+           format_bytes(device_total) + "): use a headroom such as 1GiB";
+  if (o.arena_bytes == 0 && device_total != 0 && o.chunk_bytes > 2 * device_total)
+    return "kvremap: " + chunk + " is larger than the KV arena (KVREMAP_ARENA_BYTES=0: twice " + dev +
+           "'s memory, " + format_bytes(2 * device_total) + "): the arena must hold at least one chunk; use a chunk of "
+           "at most " + format_bytes(2 * device_total) + " or set KVREMAP_ARENA_BYTES to at least " +
+           format_bytes(o.chunk_bytes);
+  return {};
 }
 
 std::string options_markdown_table() {

@@ -67,14 +67,24 @@ struct Options {
   std::uint64_t kv_tensor_bytes{};  // 0: recognise the KV tensors' size from the burst
   bool trace{};
   std::string trace_dir;
+  std::uint64_t trace_mode{};  // permission bits of new trace files (KVREMAP_TRACE_MODE), before the umask
   std::string profile_dir;  // empty: the user's cache directory; "off": no profiles
   LogLevel log_level{};
   bool strict{};
 };
 
 // optional_path: a path where empty means the option's computed default (shown as `path` in the docs).
-enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path };
+// file_mode: octal permission bits (`0600`), owner read and write included, nothing above 0777.
+enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path, file_mode };
 std::string_view to_string(OptionType type);
+
+// What an invalid value of an option turns off; everything else stays as configured.
+enum class WhenInvalid : std::uint8_t {
+  deferral,       // a KV-deferral setting: KVREMAP_MODE=observe (tracking and tracing go on)
+  trace,          // no trace file
+  sizing,         // KVREMAP_SIZING=engine: no profile sizes this start
+  default_value,  // the option keeps its default (log level, strictness, stack threshold, trace mode)
+};
 
 struct EnumIndex {
   std::size_t index;
@@ -92,7 +102,11 @@ struct OptionSpec {
   std::string_view help;
   void (*assign)(Options&, const OptionValue&);
   OptionValue (*read)(const Options&);
+  WhenInvalid when_invalid = WhenInvalid::default_value;
 };
+
+// The end of an invalid-value line for `spec`: what kvremap does instead, e.g. "no trace is written".
+std::string invalid_consequence(const OptionSpec& spec);
 
 std::span<const OptionSpec> option_specs();
 const OptionSpec* find_option(std::string_view name);
@@ -124,8 +138,9 @@ Options default_options();
 
 // env: the process's variables as (name, value); names without the KVREMAP_ prefix are ignored, so
 // the caller may pass a prefix-filtered list or all of environ. The first occurrence of a name wins,
-// as with getenv. Any invalid value resets every option to its default (observe-only); unknown
-// KVREMAP_* names are reported with the closest known name but change nothing else.
+// as with getenv. An invalid value turns off only what its option configures (OptionSpec::when_invalid,
+// said at the end of its line); every other value applies. Unknown KVREMAP_* names are reported with
+// the closest known name but change nothing else.
 ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string>>& env);
 
 // Levenshtein distance; used to suggest the intended name for a misspelt variable.
@@ -135,6 +150,16 @@ std::optional<std::string_view> closest_option_name(std::string_view name);
 
 // "| Variable | Type | Default | Accepted | Meaning |" and one row per option, '\n'-terminated lines.
 std::string options_markdown_table();
+
+// One line each (without the "kvremap: " prefix) for settings in force that give up what deferral gains:
+// KVREMAP_COMMIT=first-launch and KVREMAP_ENGINE=other in defer mode. Logged once at load.
+std::vector<std::string> gain_notices(const Options& options);
+
+// The settings only a device can check (its VMM granularity and memory), before the KV arena is reserved:
+// one line naming the variables involved and what would work, or empty when they fit. `granularity` or
+// `device_total` 0: unknown, not checked.
+std::string device_option_problem(const Options& options, int device, std::uint64_t granularity,
+                                  std::uint64_t device_total);
 
 // Every option's name and value as text, in table order, for the trace header and logs.
 std::vector<std::pair<std::string, std::string>> options_in_force(const Options& options);

@@ -9,6 +9,7 @@
 
 #include "policy/json_depth.h"
 #include "policy/phases.h"
+#include "policy/redact.h"
 
 namespace kvremap::policy {
 namespace {
@@ -317,7 +318,9 @@ std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind) {
   return {};
 }
 
-std::vector<std::string> normalised_cmdline(std::span<const std::string> argv) {
+std::vector<std::string> normalised_cmdline(std::span<const std::string> full_argv) {
+  // Secret flags and their values never reach a key (nor the profile file that stores it).
+  const std::vector<std::string> argv = without_secrets(full_argv);
   std::vector<std::string> out;
   if (argv.empty()) return out;
   const std::string_view program = argv[0];

@@ -33,8 +33,9 @@ struct ProfileKey {
 // share of memory it asks for — a profile stores absolute needs, so another share reuses it. Empty for `other`.
 std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind);
 
-// The command line as the key sees it: the executable's basename, the ignored flags of the detected
-// engine dropped with their values (`--flag v`, `--flag=v`, `--no-flag`; list flags with every value up to
+// The command line as the key sees it: secret flags dropped with their values (policy/redact.h, so a key
+// never holds a secret), the executable's basename, the ignored flags of the detected engine dropped
+// with their values (`--flag v`, `--flag=v`, `--no-flag`; list flags with every value up to
 // the next option), and each kept `--flag=v` split into `--flag` `v`, so both spellings match. Order kept.
 std::vector<std::string> normalised_cmdline(std::span<const std::string> argv);
 

@@ -15,6 +15,23 @@
 #include "policy/units.h"
 
 namespace kvremap::interpose::kv_internal {
+namespace {
+
+// A configuration the device refuses: one line, then KV stays in ordinary allocations, or with
+// KVREMAP_STRICT=1 the process stops as at load.
+void refuse_arena(DeviceKv& d, const std::string& problem) {
+  std::fprintf(stderr, "%s\n", problem.c_str());
+  if (options().strict) {
+    std::fprintf(stderr, "kvremap: exiting because KVREMAP_STRICT=1 and the configuration does not fit device %d\n",
+                 d.device);
+    finish("configuration problem");
+    std::_Exit(1);
+  }
+  d.arena_failed = true;
+  kv_event([&] { trace_events::kv_arena_refused(d.device, problem); });
+}
+
+}  // namespace
 
 bool make_arena(DeviceKv& d) {
   if (d.arena) return true;
@@ -22,28 +39,11 @@ bool make_arena(DeviceKv& d) {
   const ArenaDriver drv = real_vmm_functions();
   const std::uint64_t granule = real_vmm_granularity(d.device);
   const policy::Options& o = options();
-  // The settings only the device can check: refused with one line, as a bad value is at load.
-  std::string problem;
-  const std::uint64_t device_total = real_device_total(d.device);
-  if (granule != 0 && o.chunk_bytes % granule != 0)
-    problem = fmt::format(
-        "kvremap: KVREMAP_CHUNK_BYTES={} is not a multiple of device {}'s VMM granularity ({}): use "
-        "a multiple such as {}",
-        policy::format_bytes(o.chunk_bytes), d.device, policy::format_bytes(granule),
-        policy::format_bytes((o.chunk_bytes / granule + 1) * granule));
-  else if (device_total != 0 && o.headroom_bytes >= device_total)
-    problem = fmt::format(
-        "kvremap: KVREMAP_HEADROOM={} is not below device {}'s memory ({}): use a headroom such as "
-        "1GiB",
-        policy::format_bytes(o.headroom_bytes), d.device, policy::format_bytes(device_total));
+  // The settings only the device can check: refused with one line before the driver sees them, as a
+  // bad value is at load (a driver error code would name no variable).
+  const std::string problem = policy::device_option_problem(o, d.device, granule, real_device_total(d.device));
   if (!problem.empty()) {
-    std::fprintf(stderr, "%s\n", problem.c_str());
-    if (o.strict) {
-      finish("configuration problem");
-      std::_Exit(1);
-    }
-    d.arena_failed = true;
-    kv_event([&] { trace_events::kv_arena_refused(d.device, problem); });
+    refuse_arena(d, problem);
     return false;
   }
   ArenaConfig c;
@@ -53,14 +53,23 @@ bool make_arena(DeviceKv& d) {
   c.one_handle = o.kv_one_handle;
   c.scratch_bytes = o.scratch_bytes;
   c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(d.device);
-  CUresult error = CUDA_ERROR_INVALID_VALUE;
-  if (drv.complete()) d.arena = KvArena::create(drv, c, &error);
-  if (!d.arena) {
+  if (!drv.complete()) {
     d.arena_failed = true;
-    log().error(
-        "device {}: KV arena unavailable: reserving {} of address space failed with driver error {}: KV stays "
-        "in ordinary allocations",
-        d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error));
+    log().error("device {}: KV arena unavailable: the driver lacks virtual memory management functions; KV stays in "
+                "ordinary allocations",
+                d.device);
+    return false;
+  }
+  CUresult error = CUDA_ERROR_INVALID_VALUE;
+  d.arena = KvArena::create(drv, c, &error);
+  if (!d.arena) {
+    refuse_arena(d, fmt::format("kvremap: device {}: reserving {} of address space for the KV arena failed with "
+                                "driver error {} (KVREMAP_ARENA_BYTES={}{}, KVREMAP_CHUNK_BYTES={}): set "
+                                "KVREMAP_ARENA_BYTES to a smaller size; KV stays in ordinary allocations",
+                                d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error),
+                                o.arena_bytes ? policy::format_bytes(o.arena_bytes) : "0",
+                                o.arena_bytes ? "" : ": twice the device's memory",
+                                policy::format_bytes(c.chunk_bytes)));
     return false;
   }
   kv_detail::g_any_arena.store(true);

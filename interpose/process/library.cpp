@@ -68,6 +68,8 @@ __attribute__((constructor)) void load() {
       std::fprintf(stderr, "kvremap: exiting because KVREMAP_STRICT=1 and the configuration is invalid\n");
       std::_Exit(1);
     }
+    // Settings that give up what deferral gains: said once, at load, so nobody expects the gain.
+    for (const std::string& notice : policy::gain_notices(*g_options)) log().warn("{}", notice);
     install_fork_handlers();
   } catch (...) {
     std::fprintf(stderr, "kvremap: initialisation failed; passing every call through\n");

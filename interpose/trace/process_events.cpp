@@ -16,6 +16,8 @@
 #include "interpose/trace/json.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/version_number.h"
+#include "policy/printable.h"
+#include "policy/redact.h"
 
 namespace kvremap::interpose::trace_events {
 namespace {
@@ -24,10 +26,11 @@ using trace_events_detail::event_head;
 // Names tried for one process's trace file before tracing gives up (each exec of one pid takes one).
 constexpr int kMaxTraceNameTries = 1000;
 
-// The command line as one string, arguments separated by spaces.
+// The command line as one string, arguments separated by spaces, with every secret redacted
+// (policy/redact.h): a trace is a file others may be shown, an API key or token must never reach it.
 std::string command_line() {
   std::string joined;
-  for (const std::string& arg : own_command_line()) {
+  for (const std::string& arg : policy::redact_command_line(own_command_line())) {
     if (!joined.empty()) joined += ' ';
     joined += arg;
   }
@@ -107,7 +110,8 @@ void open_trace() {
     opened = trace().open(path, first);
   }
   if (!opened) {
-    log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", path, std::strerror(errno));
+    log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", policy::printable(path),
+               std::strerror(errno));
     return;
   }
   write_header(host, cmdline);

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "interpose/base/library.h"
 #include "interpose/base/no_file_size_signal.h"
 #include "interpose/base/process_object.h"
 
@@ -416,7 +417,9 @@ constinit TraceWriter g_trace_writer;
 bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   // Never truncates: an image exec'd by a traced process has its pid, and its trace must not end that one's.
   // Readable too: a trace that fills its disk is cut back to a line boundary found by reading it.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  // Private unless KVREMAP_TRACE_MODE says otherwise: the header holds the command line and host name.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                  static_cast<mode_t>(options().trace_mode));
   if (fd < 0) return false;
   g_write_failed = false;
   g_file_bytes = 0;

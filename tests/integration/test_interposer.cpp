@@ -390,7 +390,7 @@ TEST(Interposer, BadOptionsAreReportedInOneLineAndFallBackToDefaults) {
   Traced t = run_traced("routes", {"KVREMAP_STACK_MIN_BYTES=lots", "KVREMAP_TRACEDIR=/tmp"});
   EXPECT_EQ(t.run.exit_code, 0);
   EXPECT_NE(t.run.err.find("kvremap: KVREMAP_STACK_MIN_BYTES='lots' is invalid: expected a size such as 4096, 64KiB, "
-                           "512MiB, 1.5G or 2GiB\n"),
+                           "512MiB, 1.5G or 2GiB; KVREMAP_STACK_MIN_BYTES stays 1MiB\n"),
             std::string::npos)
       << t.run.err;
   EXPECT_NE(t.run.err.find("kvremap: unknown variable KVREMAP_TRACEDIR (did you mean KVREMAP_TRACE_DIR?)\n"),

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/profile.h"
+#include "policy/redact.h"
+
 #include <string>
 #include <vector>
 
@@ -88,4 +91,28 @@ TEST(Engine, MultiprocessingChildrenAndCmdlineSplitting) {
   EXPECT_TRUE(is_multiprocessing_child(argv));
   EXPECT_FALSE(is_multiprocessing_child(std::vector<std::string>{"vllm", "serve", "m"}));
   EXPECT_EQ(split_cmdline(std::string_view("a\0\0b", 4)), (std::vector<std::string>{"a", "", "b"}));
+}
+
+// The profile key of the engine's command line holds no secret: vLLM's --hf-token (which its ignored
+// flags do not cover), any secret flag of an unrecognised engine, nor a URL's password; it does not
+// depend on them either, so a rotated token keeps its profile.
+TEST(Engine, ProfileKeyHoldsNoSecret) {
+  const std::vector<std::string> secrets = {"hf_secret1", "sk-secret2", "dbpw3", "urlpw4", "envtok5"};
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"vllm", "serve", "meta/llama", "--hf-token", "hf_secret1", "--api-key", "sk-secret2"},
+           {"/opt/engine", "--model", "m", "--db-password=dbpw3", "--hf_token", "hf_secret1", "--API-KEY=sk-secret2"},
+           {"python3", "-m", "sglang.launch_server", "--model-path", "https://u:urlpw4@host/m", "--api-key", "sk-secret2"},
+           {"/opt/engine", "HF_TOKEN=envtok5", "--client-secret", "sk-secret2"}}) {
+    ProfileKey key;
+    key.argv = argv;
+    const std::string text = key_text(key);
+    for (const std::string& secret : secrets) EXPECT_EQ(text.find(secret), std::string::npos) << text;
+    EXPECT_EQ(text.find(kRedacted), std::string::npos) << "dropped, not redacted: " << text;
+  }
+  ProfileKey one, other;
+  one.argv = {"vllm", "serve", "m", "--hf-token", "hf_a", "--max-num-batched-tokens", "8192"};
+  other.argv = {"vllm", "serve", "m", "--hf-token=hf_b", "--max-num-batched-tokens", "8192"};
+  EXPECT_EQ(key_text(one), key_text(other));
+  EXPECT_EQ(profile_file_name(one), profile_file_name(other));
+  EXPECT_NE(key_text(one).find("--max-num-batched-tokens 8192"), std::string::npos) << key_text(one);
 }

@@ -277,23 +277,53 @@ namespace {
 
 // An engine that never queries a second time after its weights: nothing is recognised, but naming
 // the KV tensor size places and defers exactly those tensors.
-TEST(KvRecognition, TensorSizeOverridePlacesOutsideTheWindowToo) {
+// KVREMAP_KV_TENSOR_BYTES names a size, not a phase: outside the KV window (here a query after an
+// unannounced forward pass, which does not open it) nothing of that size is placed, so a wrong guess
+// can never defer a weight or a workspace that kernels wrote.
+TEST(KvRecognition, TensorSizeOverrideNeverPlacesOutsideTheWindow) {
   Startup s;
   s.query(79 * GiB);
   s.weights(2, 2, 1 * GiB);
   s.kernels(500);  // an unannounced forward pass
   s.query(40 * GiB);
-  std::vector<std::uint64_t> kv;
-  for (int i = 0; i < 8; ++i) kv.push_back(s.zeros(2 * GiB));
+  for (int i = 0; i < 8; ++i) s.zeros(2 * GiB);
   s.alloc(16 * MiB);
   s.capture({64 * MiB});
   EXPECT_TRUE(recognise_kv(s.events(), {}).placed.empty());
   RecognitionConfig c;
   c.tensor_override = 2 * GiB;
   const KvRecognition got = recognise_kv(s.events(), c);
-  EXPECT_EQ(got.placed, kv);
-  EXPECT_EQ(got.kv, kv);
-  EXPECT_TRUE(got.burst_ended);
+  EXPECT_TRUE(got.placed.empty());
+  EXPECT_TRUE(got.kv.empty());
+  EXPECT_FALSE(got.burst_ended);
+}
+
+// A loading-phase allocation of exactly the named size (a 1 GiB weight) stays ordinary memory; the
+// KV burst of that size after the sizing query is placed and is the KV cache.
+TEST(KvRecognition, TensorSizeOverrideLeavesLoadingAllocationsOfThatSizeAlone) {
+  Startup s;
+  s.query(79 * GiB);
+  const std::uint64_t weight = s.alloc(1 * GiB);
+  s.weights(2, 2, 512 * MiB);
+  s.query(70 * GiB);
+  s.query(70 * GiB);
+  const std::uint64_t k = s.zeros(1 * GiB);
+  const std::uint64_t v = s.zeros(1 * GiB);
+  s.alloc(16 * MiB);
+  s.capture({64 * MiB});
+  RecognitionConfig c;
+  c.tensor_override = 1 * GiB;
+  const KvRecognition got = recognise_kv(s.events(), c);
+  EXPECT_EQ(got.placed, (std::vector<std::uint64_t>{k, v})) << "the weight " << weight << " is not placed";
+  EXPECT_EQ(got.kv, (std::vector<std::uint64_t>{k, v}));
+
+  PlacementQuery q;
+  q.bytes = 1 * GiB;
+  q.min_bytes = 64 * MiB;
+  q.tensor_override = 1 * GiB;
+  EXPECT_FALSE(place_in_arena(q)) << "outside the KV window, whatever the override";
+  q.kv_window = true;
+  EXPECT_TRUE(place_in_arena(q));
 }
 
 }  // namespace

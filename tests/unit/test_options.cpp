@@ -74,37 +74,124 @@ TEST(Options, BadSizeHasTheExactMessage) {
   EXPECT_EQ(parsed.problems[0].value, "abc");
   EXPECT_EQ(parsed.problems[0].message,
             "kvremap: KVREMAP_STACK_MIN_BYTES='abc' is invalid: expected a size such as 4096, 64KiB, 512MiB, "
-            "1.5G or 2GiB");
+            "1.5G or 2GiB; KVREMAP_STACK_MIN_BYTES stays 1MiB");
 }
 
 TEST(Options, BadEnumAndBoolListWhatIsAccepted) {
   EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "turbo"}})),
-            std::vector<std::string>{"kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"});
+            std::vector<std::string>{"kvremap: KVREMAP_MODE='turbo' is invalid: expected one of observe, defer"
+                                     "; KV deferral is off (KVREMAP_MODE=observe); tracking and tracing go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_COMMIT", "later"}})),
             std::vector<std::string>{"kvremap: KVREMAP_COMMIT='later' is invalid: expected one of auto, first-launch, "
-                                     "manual"});
+                                     "manual; KV deferral is off (KVREMAP_MODE=observe); tracking and tracing go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_ENGINE", "trtllm"}})),
             std::vector<std::string>{"kvremap: KVREMAP_ENGINE='trtllm' is invalid: expected one of auto, vllm, "
-                                     "sglang, other"});
+                                     "sglang, other; KV deferral is off (KVREMAP_MODE=observe); tracking and tracing go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_LOG_LEVEL", "loud"}})),
             std::vector<std::string>{"kvremap: KVREMAP_LOG_LEVEL='loud' is invalid: expected one of trace, debug, "
-                                     "info, warn, error, critical, off"});
+                                     "info, warn, error, critical, off; KVREMAP_LOG_LEVEL stays warn"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACE", "maybe"}})),
             std::vector<std::string>{"kvremap: KVREMAP_TRACE='maybe' is invalid: expected 1/0, true/false, "
-                                     "yes/no or on/off"});
+                                     "yes/no or on/off; no trace is written; KV deferral and tracking go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACE_DIR", ""}})),
-            std::vector<std::string>{"kvremap: KVREMAP_TRACE_DIR='' is invalid: expected a non-empty directory path"});
+            std::vector<std::string>{"kvremap: KVREMAP_TRACE_DIR='' is invalid: expected a non-empty directory path; "
+                                     "no trace is written; KV deferral and tracking go on"});
 }
 
-TEST(Options, AnyBadValueMeansObserveOnlyWithDefaults) {
-  const ParsedOptions parsed =
+// An invalid value turns off what it configures, nothing else: an empty KVREMAP_TRACE_DIR (an unset
+// shell variable) costs the trace, never the deferral an engine may need to fit.
+TEST(Options, AnInvalidValueDisablesOnlyWhatItConfigures) {
+  const ParsedOptions no_dir = parse_options({{"KVREMAP_TRACE_DIR", ""}, {"KVREMAP_LOG_LEVEL", "info"}});
+  ASSERT_EQ(no_dir.problems.size(), 1u);
+  EXPECT_EQ(no_dir.options.mode, Mode::defer) << "deferral stays on";
+  EXPECT_FALSE(no_dir.options.trace);
+  EXPECT_EQ(no_dir.options.log_level, LogLevel::info) << "the other values apply";
+
+  const ParsedOptions no_stack =
       parse_options({{"KVREMAP_TRACE", "off"}, {"KVREMAP_LOG_LEVEL", "info"}, {"KVREMAP_STACK_MIN_BYTES", "1.5"}});
-  ASSERT_EQ(parsed.problems.size(), 1u);
-  EXPECT_EQ(parsed.options.mode, Mode::observe);
-  Options observe_defaults = default_options();
-  observe_defaults.mode = Mode::observe;
-  EXPECT_EQ(options_in_force(parsed.options), options_in_force(observe_defaults));
-  EXPECT_FALSE(parsed.exit_requested());
+  ASSERT_EQ(no_stack.problems.size(), 1u);
+  EXPECT_EQ(no_stack.options.mode, Mode::defer);
+  EXPECT_FALSE(no_stack.options.trace);
+  EXPECT_EQ(no_stack.options.log_level, LogLevel::info);
+  EXPECT_EQ(no_stack.options.stack_min_bytes, 1ull << 20) << "the default threshold";
+
+  // A bad KV setting turns deferral off (a half-configured arena could do what nobody asked), and
+  // reports no "has no effect" lines for the other KV settings given; tracing goes on as configured.
+  const ParsedOptions bad_kv = parse_options(
+      {{"KVREMAP_HEADROOM", "lots"}, {"KVREMAP_COMMIT", "manual"}, {"KVREMAP_TRACE_DIR", "/tmp/t"}});
+  ASSERT_EQ(bad_kv.problems.size(), 1u) << bad_kv.problems.back().message;
+  EXPECT_EQ(bad_kv.options.mode, Mode::observe);
+  EXPECT_TRUE(bad_kv.options.trace);
+  EXPECT_EQ(bad_kv.options.trace_dir, "/tmp/t");
+
+  const ParsedOptions bad_sizing = parse_options({{"KVREMAP_SIZING", "guess"}});
+  EXPECT_EQ(bad_sizing.options.mode, Mode::defer);
+  EXPECT_EQ(bad_sizing.options.sizing, SizingWhen::engine);
+  EXPECT_FALSE(bad_sizing.exit_requested());
+
+  // Every row says what its invalid value turns off.
+  for (const OptionSpec& spec : option_specs()) EXPECT_FALSE(invalid_consequence(spec).empty()) << spec.name;
+}
+
+TEST(Options, TraceModeTakesPermissionBitsOnly) {
+  EXPECT_EQ(default_options().trace_mode, 0600u);
+  const OptionSpec& spec = *find_option("KVREMAP_TRACE_MODE");
+  for (const auto& [text, mode] : std::vector<std::pair<std::string, std::uint64_t>>{
+           {"0600", 0600}, {"640", 0640}, {" 0644 ", 0644}, {"0777", 0777}}) {
+    const ParsedOptions parsed = parse_options({{"KVREMAP_TRACE_MODE", text}});
+    EXPECT_TRUE(parsed.problems.empty()) << text;
+    EXPECT_EQ(parsed.options.trace_mode, mode) << text;
+    EXPECT_EQ(std::get<std::uint64_t>(*parse_option_value(spec, format_option_value(spec, OptionValue{mode}))), mode);
+  }
+  EXPECT_EQ(format_option_value(spec, OptionValue{std::uint64_t{0640}}), "0640");
+  for (const char* bad : {"4755", "2640", "1777", "0044", "0400", "", "0o600", "rw-------", "0680", "00600", "-600"}) {
+    const ParsedOptions parsed = parse_options({{"KVREMAP_TRACE_MODE", bad}});
+    ASSERT_EQ(parsed.problems.size(), 1u) << bad;
+    EXPECT_EQ(parsed.options.trace_mode, 0600u) << bad;
+    EXPECT_EQ(parsed.options.mode, Mode::defer) << bad;
+    EXPECT_TRUE(parsed.options.trace) << bad;
+  }
+  EXPECT_EQ(messages(parse_options({{"KVREMAP_TRACE_MODE", "4755"}})),
+            std::vector<std::string>{"kvremap: KVREMAP_TRACE_MODE='4755' is invalid: expected an octal mode such as "
+                                     "0600 or 0640: permission bits only (at most 0777), owner read and write "
+                                     "included; KVREMAP_TRACE_MODE stays 0600"});
+}
+
+TEST(Options, SettingsThatGiveUpTheGainSaySoOnce) {
+  EXPECT_TRUE(gain_notices(default_options()).empty());
+  EXPECT_EQ(gain_notices(parse_options({{"KVREMAP_COMMIT", "first-launch"}}).options),
+            std::vector<std::string>{"KVREMAP_COMMIT=first-launch: the KV cache is committed before the first launch "
+                                     "after the KV burst; autotuning and CUDA-graph capture get no extra memory"});
+  const auto other = gain_notices(parse_options({{"KVREMAP_ENGINE", "other"}}).options);
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_TRUE(other[0].starts_with("KVREMAP_ENGINE=other: ")) << other[0];
+  EXPECT_NE(other[0].find("no extra memory"), std::string::npos);
+  EXPECT_TRUE(gain_notices(parse_options({{"KVREMAP_MODE", "observe"}, {"KVREMAP_COMMIT", "first-launch"}}).options)
+                  .empty())
+      << "observe mode gains nothing to give up (its own line says the setting has no effect)";
+}
+
+TEST(Options, DeviceChecksNameTheVariablesAndWhatWouldWork) {
+  const Options d = default_options();
+  constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+  EXPECT_EQ(device_option_problem(d, 0, 2 * MiB, 80 * GiB), "");
+  EXPECT_EQ(device_option_problem(d, 0, 0, 0), "") << "unknown figures are not checked";
+  Options scratch = d;
+  scratch.scratch_bytes = 1 * MiB;
+  EXPECT_EQ(device_option_problem(scratch, 0, 2 * MiB, 80 * GiB),
+            "kvremap: KVREMAP_SCRATCH_BYTES=1.00 MiB is not a multiple of device 0's VMM granularity (2.00 MiB): the "
+            "scratch is mapped in whole granules; use 2.00 MiB or another multiple of the granularity that divides "
+            "KVREMAP_CHUNK_BYTES=512.00 MiB");
+  scratch.scratch_bytes = 48 * MiB;
+  EXPECT_NE(device_option_problem(scratch, 1, 32 * MiB, 80 * GiB).find("use 32.00 MiB"), std::string::npos);
+  Options chunk = d;
+  chunk.chunk_bytes = 4 * GiB;
+  EXPECT_EQ(device_option_problem(chunk, 2, 2 * MiB, 1 * GiB),
+            "kvremap: KVREMAP_CHUNK_BYTES=4.00 GiB is larger than the KV arena (KVREMAP_ARENA_BYTES=0: twice device "
+            "2's memory, 2.00 GiB): the arena must hold at least one chunk; use a chunk of at most 2.00 GiB or set "
+            "KVREMAP_ARENA_BYTES to at least 4.00 GiB");
+  chunk.arena_bytes = 8 * GiB;
+  EXPECT_EQ(device_option_problem(chunk, 2, 2 * MiB, 1 * GiB), "") << "an arena the user sized holds the chunk";
 }
 
 TEST(Options, StrictIsHonouredEvenWhenOtherValuesAreBad) {
@@ -262,7 +349,8 @@ TEST(Options, DeferSettingsWithoutDeferAreReportedNotSilentlyIgnored) {
 TEST(Options, ControlCharactersInValuesNeverBreakTheOneLineMessage) {
   EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "defer\nKVREMAP_STRICT=1\x01"}})),
             std::vector<std::string>{"kvremap: KVREMAP_MODE='defer\\nKVREMAP_STRICT=1\\x01' is invalid: expected one "
-                                     "of observe, defer"});
+                                     "of observe, defer; KV deferral is off (KVREMAP_MODE=observe); tracking and "
+                                     "tracing go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_X\tY", "1"}})),
             std::vector<std::string>{"kvremap: unknown variable KVREMAP_X\\tY"});
 }
