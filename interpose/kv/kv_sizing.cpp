@@ -288,7 +288,7 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
                                       .reason = d.step->reason});
   });
   // At the default level: a start that goes wrong after this line names the profile behind it.
-  log().warn("device {}: sized from profile {} (shift {}): {}", device, policy::printable_text(d.previous_path),
+  log().warn("device {}: sizing this start from profile {} (shift {}): {}", device, policy::printable_text(d.previous_path),
              signed_bytes(d.step->shift_bytes), d.step->reason);
   return told;
 }

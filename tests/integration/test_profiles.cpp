@@ -76,6 +76,14 @@ std::vector<const kvremap::trace::OtherEvent*> events(const kvremap::trace::Trac
   return out;
 }
 
+// How many lines of `text` hold `needle`.
+std::size_t lines_with(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
 // The engine's output less its wall-clock timings, which differ from run to run.
 std::string without_timings(const std::string& out) {
   return std::regex_replace(out, std::regex("[0-9.]+ (seconds|secs)"), "N $1");
@@ -315,7 +323,7 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
   EXPECT_EQ(second.i("kv committed", "sizing_shift_bytes"), adjusted->args.at("shift_bytes").get<std::int64_t>());
   EXPECT_EQ(second.event("kv committed")->args.at("same_start_flags").get<std::string>(),
             "--kv-cache-memory " + std::to_string(second.u("kv committed", "kv_bytes")));
-  EXPECT_NE(second.run.err.find("sized from profile"), std::string::npos) << "one info line";
+  EXPECT_EQ(lines_with(second.run.err, "sizing this start from profile "), 1u) << second.run.err;
 
   const Start third = start(vllm_argv("0.95"), profiles);
   expect_fits_on_device(third, oracle_kv(first));
@@ -550,13 +558,6 @@ Reference reference_profile() {
   return r;
 }
 
-std::size_t lines_with(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
-
 std::string trace_text(const std::string& traces) {
   std::string all;
   for (const std::string& f : trace_files(traces)) all += slurp(f);
@@ -740,7 +741,7 @@ TEST(ProfileTrust, AStartThatFailedBeforeItsCommitMarksItsProfile) {
   EXPECT_EQ(failed.run.exit_code, 78) << failed.run.err;
   ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
   EXPECT_EQ(failed.event("kv committed"), nullptr);
-  EXPECT_EQ(lines_with(failed.run.err, "sized from profile " + profile + " (shift "), 1u)
+  EXPECT_EQ(lines_with(failed.run.err, "sizing this start from profile " + profile + " (shift "), 1u)
       << "named at the default level: " << failed.run.err;
   EXPECT_TRUE(fs::exists(marker));
 
