@@ -1,6 +1,8 @@
 // The KVREMAP_* options table and the pure parser, formatter and docs generator built on it.
 #include "policy/options.h"
 
+#include "policy/printable.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -8,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "policy/printable.h"
 #include "policy/units.h"
 
 namespace kvremap::policy {
@@ -225,28 +228,6 @@ std::string cell(std::string_view text) {
   for (char c : text) {
     if (c == '|') out += '\\';
     out += c;
-  }
-  return out;
-}
-
-// A value or name as it may appear in a one-line message: control characters (a newline would make
-// it two lines) written as \n, \t or \xNN.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
-    } else {
-      out += c;
-    }
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "policy/json_depth.h"
 #include "policy/phases.h"
 #include "policy/redact.h"
+#include "policy/units.h"
 
 namespace kvremap::policy {
 namespace {
@@ -405,6 +406,99 @@ std::string to_json(const Profile& profile) {
   out["post_kv"] = std::move(post_kv);
   // Strings that are not UTF-8 (a key is ASCII, but a caller's phase name might not be) are replaced, not thrown on.
   return out.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// Byte figures beyond 2^58 (256 PiB) are no device's; clamped there, the sums below (at most twelve
+// figures) never overflow.
+constexpr std::int64_t kBoundsLimit = std::int64_t{1} << 58;
+std::int64_t bounded(std::uint64_t v) { return static_cast<std::int64_t>(std::min<std::uint64_t>(v, kBoundsLimit)); }
+std::int64_t bounded(std::int64_t v) { return std::clamp(v, -kBoundsLimit, kBoundsLimit); }
+std::uint64_t magnitude(std::int64_t v) {
+  return v < 0 ? static_cast<std::uint64_t>(-(v + 1)) + 1 : static_cast<std::uint64_t>(v);
+}
+std::string signed_size(std::int64_t v) { return (v < 0 ? "-" : "") + format_bytes(magnitude(v)); }
+
+}  // namespace
+
+std::uint64_t profile_bounds_slack(std::uint64_t device_total) {
+  return std::max<std::uint64_t>(std::uint64_t{1} << 30, device_total / 16);
+}
+
+std::optional<std::string> profile_out_of_bounds(const Profile& p, std::uint64_t device_total) {
+  std::vector<std::string> problems;
+  const std::string device = format_bytes(device_total);
+  const auto at_most_device = [&](const std::string& field, std::uint64_t value, const std::string& shown) {
+    if (value > device_total) problems.push_back(field + " " + shown + " is more than the device's " + device);
+  };
+  at_most_device("sizing_shift_bytes", magnitude(p.sizing_shift_bytes), signed_size(p.sizing_shift_bytes));
+  at_most_device("margin_bytes", magnitude(p.margin_bytes), signed_size(p.margin_bytes));
+  at_most_device("headroom_bytes", p.headroom_bytes, format_bytes(p.headroom_bytes));
+  at_most_device("granularity_bytes", p.granularity_bytes, format_bytes(p.granularity_bytes));
+  if (p.serving_peak_bytes)
+    at_most_device("serving_peak_bytes", *p.serving_peak_bytes, format_bytes(*p.serving_peak_bytes));
+  if (p.sizing_query)
+    at_most_device("sizing_query.device_free_bytes", p.sizing_query->device_free_bytes,
+                   format_bytes(p.sizing_query->device_free_bytes));
+  for (std::size_t i = 0; i < kCategoryCount; ++i) {
+    const std::string name = "post_kv." + std::string(to_string(static_cast<Category>(i)));
+    at_most_device(name + ".resident_bytes", p.post_kv[i].resident_bytes, format_bytes(p.post_kv[i].resident_bytes));
+    at_most_device(name + ".transient_bytes", p.post_kv[i].transient_bytes,
+                   format_bytes(p.post_kv[i].transient_bytes));
+  }
+  // The relations below assume figures of this device's size: only checked when each one is.
+  if (problems.empty()) {
+    const std::int64_t total = bounded(device_total);
+    const std::int64_t kv = bounded(p.kv_requested_bytes);
+    const std::int64_t margin = bounded(p.margin_bytes);
+    const std::int64_t headroom = bounded(p.headroom_bytes);
+    const std::int64_t shift = bounded(p.sizing_shift_bytes);
+    // The arena rounds each tensor up to whole granules: the KV the commit planned is at most this much more.
+    const std::uint64_t granule = p.granularity_bytes;
+    const std::uint64_t limit = static_cast<std::uint64_t>(kBoundsLimit);
+    const std::int64_t rounding =
+        granule == 0 ? 0 : bounded(p.kv_tensors > limit / granule ? limit : std::uint64_t{p.kv_tensors} * granule);
+    // margin = free at the commit - headroom - KV, and the driver's free memory lies in [0, total].
+    const std::int64_t free_at_commit = margin + headroom + kv;
+    if (free_at_commit > total)
+      problems.push_back("margin_bytes " + signed_size(p.margin_bytes) + " with headroom_bytes " +
+                         format_bytes(p.headroom_bytes) + " and kv_requested_bytes " +
+                         format_bytes(p.kv_requested_bytes) + " make more free memory at the commit than the device's " +
+                         device);
+    else if (free_at_commit + rounding < 0)
+      problems.push_back("margin_bytes " + signed_size(p.margin_bytes) + " with headroom_bytes " +
+                         format_bytes(p.headroom_bytes) + " and kv_requested_bytes " +
+                         format_bytes(p.kv_requested_bytes) + " make less than no free memory at the commit");
+    // The engine sized its KV cache from the free memory its sizing query reported (the driver's less
+    // the shift); what it then lacked at the commit is what the device lost after that query: post-KV
+    // work kept resident, and the headroom kept free for serving.
+    std::int64_t resident = 0;
+    for (const PostKvPeak& peak : p.post_kv) resident += bounded(peak.resident_bytes);
+    const std::int64_t could_lack =
+        headroom + resident + std::max<std::int64_t>(-shift, 0) + bounded(profile_bounds_slack(device_total));
+    if (margin < 0 && -margin > could_lack)
+      problems.push_back("margin_bytes " + signed_size(p.margin_bytes) + " is a larger deficit than the " +
+                         format_bytes(static_cast<std::uint64_t>(could_lack)) +
+                         " the start could have lacked (headroom, post-KV resident bytes, a negative shift and " +
+                         format_bytes(profile_bounds_slack(device_total)) + " of slack)");
+    // vLLM sizes its KV cache within share x total, less the weights, activations and the shift.
+    if (p.memory_share) {
+      const double within = *p.memory_share * static_cast<double>(total) + static_cast<double>(rounding);
+      const double sized = static_cast<double>(kv) + static_cast<double>(shift);
+      if (within < sized) {
+        char share[32];
+        std::snprintf(share, sizeof share, "%.4g", *p.memory_share);
+        problems.push_back(std::string("memory_share ") + share + " of the device's " + device + " cannot hold the " +
+                           format_bytes(p.kv_requested_bytes) + " of KV requested" +
+                           (shift > 0 ? " and the " + format_bytes(magnitude(shift)) + " shift" : ""));
+      }
+    }
+  }
+  if (problems.empty()) return std::nullopt;
+  std::string line = "out of range for this device: ";
+  for (std::size_t i = 0; i < problems.size(); ++i) line += (i ? "; " : "") + problems[i];
+  return line;
 }
 
 ProfileRead read_profile(std::string_view text, std::string_view expected_key) {

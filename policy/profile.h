@@ -96,6 +96,26 @@ struct ProfileRead {
   std::string problem;  // one line when profile is empty: "not JSON: ...", "schema version 2, expected 1", ...
 };
 
+// Room the bounds below leave for what a profile does not record: allocations between the sizing query
+// and the KV burst, the scratch, an engine's rounding and run-to-run noise: 1 GiB, or a sixteenth of the
+// device where that is more.
+std::uint64_t profile_bounds_slack(std::uint64_t device_total);
+
+// Why `profile` cannot describe a start on a device of `device_total` bytes (the key's total memory):
+// one line naming every field out of range and what range was expected, or nothing. A profile that
+// reads back whole can still hold figures no start measured (written by hand, or by a bug); sizing from
+// them would take the engine's KV cache away, or give it more than the device has. The bounds follow
+// from what the commit measures (docs/kv-deferral.md, Profile trust):
+// - every byte figure (the shift and margin in absolute value, the headroom, the serving peak, the
+//   sizing query's free memory, each post-KV figure) is at most the device's total memory;
+// - the free memory at the commit, margin + headroom + KV requested, lies between 0 (less the KV's
+//   rounding to whole granules) and the device's total;
+// - a deficit (-margin) is at most what the engine could have lacked: the headroom, what post-KV
+//   work kept resident, what a negative shift added, and profile_bounds_slack();
+// - the share (vLLM's --gpu-memory-utilization) is what the engine sized its KV cache within: the
+//   share of the device is at least the KV requested plus the shift.
+std::optional<std::string> profile_out_of_bounds(const Profile& profile, std::uint64_t device_total);
+
 // Reads `text` as a profile written for `expected_key` (a key_text()). Refuses, with one line naming what
 // was wrong: more than kMaxProfileBytes, nesting deeper than a profile has, not JSON, not an object, not a
 // kvremap profile, another schema version, another key, a missing field or one of the wrong type or range.

@@ -15,6 +15,7 @@
 #include "interpose/kv/profile_store.h"
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
+#include "policy/printable.h"
 #include "policy/units.h"
 
 namespace kvremap::interpose::kv_internal {
@@ -79,15 +80,23 @@ void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t 
 }
 
 // Writes the device's profile where KVREMAP_PROFILE_DIR says. A failure costs the next start its
-// learned sizing, never this one: one warning per process, then on.
+// learned sizing, never this one: one warning per process, then on. A directory another user could
+// write to is refused (profiles off). The failed-start marker goes with every write: this start reached
+// its commit (or its restart's plan), so the profile that sized it, if any, is confirmed, and the one
+// written now is this start's own measurement.
 bool write_profile(KvState& k, DeviceKv& d) {
   if (!d.profile) return false;
   const ProfileDirectory dir = profile_dir();
   if (dir.path.empty()) return false;
   d.profile->written_at = wall_seconds();
   std::string problem;
-  const std::optional<std::string> path =
-      write_profile_file(dir, d.profile_name, policy::to_json(*d.profile), &problem);
+  DirectoryProblem kind = DirectoryProblem::none;
+  const std::optional<ProfileStore> store = ProfileStore::open(dir, true, &kind, &problem);
+  std::optional<std::string> path;
+  if (store) {
+    path = store->write(d.profile_name, policy::to_json(*d.profile), &problem);
+    store->unmark(d.profile_name);
+  }
   if (!path) {
     if (!k.warned_profile) log().warn("device {}: no profile written: {}", d.device, problem);
     k.warned_profile = true;
@@ -97,8 +106,21 @@ bool write_profile(KvState& k, DeviceKv& d) {
   return true;
 }
 
+namespace {
+
+// One profile this start will not be sized from: a warning naming it and why, and the trace event.
+void ignore_profile(const DeviceKv& d, const std::string& problem) {
+  log().warn("device {}: profile ignored: {}", d.device, problem);
+  kv_event([&] { trace_events::kv_profile_ignored(d.device, d.previous_path, problem); });
+}
+
+}  // namespace
+
 // Once per device, at its first memory query before the KV burst (or at its commit): the profile an
-// earlier start of this configuration wrote, and the shift it asks for. An unusable one is one warning.
+// earlier start of this configuration wrote, and the shift it asks for. An unusable one is one warning:
+// a directory another user could write to (once per process: profiles are off), a file that is not
+// this user's regular file, a corrupt one, one whose figures no start on this device could have
+// measured, or one a start it sized never confirmed by reaching its commit.
 void look_up_profile(KvState& k, DeviceKv& d) {
   if (d.lookup_done) return;
   d.lookup_done = true;
@@ -106,27 +128,52 @@ void look_up_profile(KvState& k, DeviceKv& d) {
   const ProfileDirectory dir = profile_dir();
   if (dir.path.empty()) return;
   const policy::ProfileKey key = profile_key(k, d.device);
-  d.previous_path = dir.path + "/" + policy::profile_file_name(key);
+  const std::string name = policy::profile_file_name(key);
+  d.previous_path = dir.path + "/" + name;
   std::string problem;
-  d.previous = load_profile_file(d.previous_path, policy::key_text(key), &problem);
-  if (!problem.empty()) {
-    log().warn("device {}: profile ignored: {}", d.device, problem);
-    kv_event([&] { trace_events::kv_profile_ignored(d.device, d.previous_path, problem); });
+  DirectoryProblem kind = DirectoryProblem::none;
+  const std::optional<ProfileStore> store = ProfileStore::open(dir, false, &kind, &problem);
+  if (!store) {
+    if (kind == DirectoryProblem::none) return;  // no directory yet: no profile yet
+    if (kind == DirectoryProblem::untrusted && k.warned_profile) return;
+    if (kind == DirectoryProblem::untrusted) k.warned_profile = true;
+    ignore_profile(d, problem);
     return;
   }
-  if (!d.previous || o.sizing == policy::SizingWhen::engine) return;
+  d.previous = store->load(name, policy::key_text(key), &problem);
+  if (!problem.empty()) {
+    ignore_profile(d, problem);
+    return;
+  }
+  if (!d.previous) return;
+  if (const auto out_of_range = policy::profile_out_of_bounds(*d.previous, key.device_total_bytes)) {
+    d.previous.reset();
+    ignore_profile(d, "ignoring the profile " + policy::printable(d.previous_path) + ": " + *out_of_range);
+    return;
+  }
+  if (o.sizing == policy::SizingWhen::engine) return;
   const auto not_applicable = policy::sizing_not_applicable(k.engine);
   std::string reason;
   if (not_applicable) {
     reason = *not_applicable;
   } else if (!d.previous->sizing_query) {
     reason = "the profile recorded no sizing query";
+  } else if (store->marked(name)) {
+    reason = "a start it sized never reached its commit (failed, killed or crashed: " +
+             ProfileStore::marker_name(name) + " is still there), so this start is sized by the engine and its "
+             "commit rewrites the profile";
+    d.step.reset();
+    log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path),
+               reason);
+    kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
+    return;
   } else {
     d.step = policy::next_sizing(*d.previous, o.sizing, policy::memory_share(k.engine), real_device_total(d.device));
     if (d.step->shift_bytes != 0) return;
     reason = d.step->reason;
   }
-  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, d.previous_path, reason);
+  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device,
+             policy::printable(d.previous_path), reason);
   kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
 }
 
@@ -171,9 +218,33 @@ void report_sizing_outcome(const DeviceKv& d) {
                                : fmt::format("no memory query {} in phase {} came (the engine's start-up changed)",
                                              recorded.index, recorded.phase);
   log().warn("device {}: the profile {} did not size this start: {}; the profile is rewritten from this start",
-             d.device, d.previous_path, what);
+             d.device, policy::printable(d.previous_path), what);
   kv_event([&] { trace_events::kv_sizing_missed(d.device, d.previous_path, what); });
 }
+
+namespace {
+
+// Before a profile's shift reaches the engine: its failed-start marker, cleared by write_profile at the
+// commit. Without the marker the start is not sized (one warning): a failure could not be told apart.
+bool mark_sized_start(KvState& k, DeviceKv& d) {
+  std::string problem;
+  DirectoryProblem kind = DirectoryProblem::none;
+  const std::optional<ProfileStore> store = ProfileStore::open(profile_dir(), false, &kind, &problem);
+  if (store && store->mark(policy::profile_file_name(profile_key(k, d.device)), &problem)) return true;
+  if (problem.empty()) problem = "the profile directory is gone";
+  log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path),
+             problem);
+  kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, problem); });
+  d.step.reset();
+  return false;
+}
+
+std::string signed_bytes(std::int64_t v) {
+  return v < 0 ? "-" + policy::format_bytes(static_cast<std::uint64_t>(-(v + 1)) + 1)
+               : policy::format_bytes(static_cast<std::uint64_t>(v));
+}
+
+}  // namespace
 
 }  // namespace kvremap::interpose::kv_internal
 
@@ -193,6 +264,9 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
   if (!d.step || d.step->shift_bytes == 0) return reported;
   const policy::SizingQuery& recorded = *d.previous->sizing_query;
   if (q.index != recorded.index || q.phase != recorded.phase) return reported;
+  // The marker goes down before the engine sees the shifted figure: if this start fails, is killed or
+  // crashes before its commit, the next one is not sized from this profile again.
+  if (!mark_sized_start(k, d)) return reported;
   const std::uint64_t told = policy::shifted_free(reported, d.step->shift_bytes, total);
   d.shift_applied = true;
   d.applied_index = q.index;
@@ -213,7 +287,9 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
                                       .profile = d.previous_path,
                                       .reason = d.step->reason});
   });
-  log().info("device {}: sized from profile {}: {}", device, d.previous_path, d.step->reason);
+  // At the default level: a start that goes wrong after this line names the profile behind it.
+  log().warn("device {}: sizing this start from profile {} (shift {}): {}", device, policy::printable(d.previous_path),
+             signed_bytes(d.step->shift_bytes), d.step->reason);
   return told;
 }
 

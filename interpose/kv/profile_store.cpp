@@ -1,4 +1,5 @@
-// Profile files on disk: directory resolution, the temporary-file-and-rename write, the bounded read.
+// Profile files on disk: directory resolution and trust, the exclusive temporary-file-and-rename write, the
+// bounded non-blocking read of trusted files only, the failed-start marker.
 #include "interpose/kv/profile_store.h"
 
 #include <fcntl.h>
@@ -6,27 +7,55 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+
+#include "policy/printable.h"
 
 namespace kvremap::interpose {
 namespace {
 
 std::string error_text(int error) { return std::strerror(error); }
+std::string shown(std::string_view path) { return policy::printable(path); }
 
-// mkdir -p: every missing component is created with `mode`; existing ones are left as they are.
-bool make_directories(const std::string& path, mode_t mode, std::string* problem) {
+std::string mode_text(mode_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// Whether a file or directory with this status is this user's to trust: owned by the user or root,
+// writable by nobody else. Root's own files count (an administrator's shared, read-only cache).
+std::optional<std::string> untrusted_because(const struct stat& st) {
+  const uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0)
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) +
+           ") or root";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return "is writable by group or others (mode " + mode_text(st.st_mode) + ")";
+  return std::nullopt;
+}
+
+const char* file_type(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// mkdir -p: every missing component is created 0700 (nobody else may plant files in a directory kvremap
+// made); existing ones are left as they are.
+bool make_directories(const std::string& path, std::string* problem) {
   for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = slash == std::string::npos ? path : path.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      *problem = "cannot create the profile directory " + prefix + ": " + error_text(errno);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      *problem = "cannot create the profile directory " + shown(prefix) + ": " + error_text(errno);
       return false;
     }
     if (slash == std::string::npos) break;
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *problem = "the profile directory " + path + " is not a directory";
-    return false;
   }
   return true;
 }
@@ -44,6 +73,15 @@ bool write_all(int fd, std::string_view text) {
   return true;
 }
 
+// A temporary name nobody can have guessed ahead: the pid, the clock and a counter. Created with O_EXCL,
+// a name that exists (planted, or left by a killed start) is never opened, only skipped.
+std::string temporary_name(std::string_view name, unsigned attempt) {
+  const auto now = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%d.%llx%02x", static_cast<int>(getpid()), now, attempt);
+  return std::string(name) + suffix;
+}
+
 }  // namespace
 
 ProfileDirectory profile_directory(std::string_view option, const char* xdg_cache_home, const char* home) {
@@ -55,41 +93,112 @@ ProfileDirectory profile_directory(std::string_view option, const char* xdg_cach
   return {};
 }
 
-std::optional<std::string> write_profile_file(const ProfileDirectory& directory, std::string_view name,
-                                              std::string_view text, std::string* problem) {
-  if (!make_directories(directory.path, directory.is_default ? 0700 : 0777, problem)) return std::nullopt;
-  const std::string path = directory.path + "/" + std::string(name);
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+std::optional<ProfileStore> ProfileStore::open(const ProfileDirectory& directory, bool create, DirectoryProblem* kind,
+                                               std::string* problem) {
+  *kind = DirectoryProblem::unusable;
+  problem->clear();
+  if (create && !make_directories(directory.path, problem)) return std::nullopt;
+  const int fd = ::open(directory.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
-    *problem = "cannot write the profile " + temporary + ": " + error_text(errno);
+    if (!create && errno == ENOENT) {
+      *kind = DirectoryProblem::none;
+      return std::nullopt;
+    }
+    *problem = errno == ENOTDIR ? "the profile directory " + shown(directory.path) + " is not a directory"
+                                : "cannot open the profile directory " + shown(directory.path) + ": " + error_text(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *problem = "cannot inspect the profile directory " + shown(directory.path) + ": " + error_text(errno);
+    ::close(fd);
+    return std::nullopt;
+  }
+  if (const auto why = untrusted_because(st)) {
+    *kind = DirectoryProblem::untrusted;
+    *problem = "the profile directory " + shown(directory.path) + " " + *why +
+               ": another user could plant or replace profiles there, so profiles are off for this process; use "
+               "a directory only this user can write (chmod go-w, or KVREMAP_PROFILE_DIR naming another)";
+    ::close(fd);
+    return std::nullopt;
+  }
+  *kind = DirectoryProblem::none;
+  return ProfileStore(fd, directory.path);
+}
+
+ProfileStore::ProfileStore(ProfileStore&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+ProfileStore::~ProfileStore() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<std::string> ProfileStore::write(std::string_view name, std::string_view text,
+                                               std::string* problem) const {
+  std::string temporary;
+  int fd = -1;
+  for (unsigned attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    temporary = temporary_name(name, attempt);
+    fd = ::openat(fd_, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    *problem = "cannot write the profile " + shown(path_of(temporary)) + ": " + error_text(errno);
     return std::nullopt;
   }
   // fsync before the rename: after a crash the final name holds the old file or the whole new one.
   const bool written = write_all(fd, text) && fsync(fd) == 0;
   const int write_error = errno;
-  const bool closed = close(fd) == 0;
+  const bool closed = ::close(fd) == 0;
   if (!written || !closed) {
-    *problem = "cannot write the profile " + temporary + ": " + error_text(written ? errno : write_error);
-    unlink(temporary.c_str());
+    *problem = "cannot write the profile " + shown(path_of(temporary)) + ": " + error_text(written ? errno : write_error);
+    unlinkat(fd_, temporary.c_str(), 0);
     return std::nullopt;
   }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    *problem = "cannot rename the profile " + temporary + " to " + path + ": " + error_text(errno);
-    unlink(temporary.c_str());
+  // A rename replaces whatever entry has the final name (a link included) and never follows it.
+  const std::string final_name(name);
+  if (renameat(fd_, temporary.c_str(), fd_, final_name.c_str()) != 0) {
+    *problem = "cannot rename the profile " + shown(path_of(temporary)) + " to " + shown(path_of(name)) + ": " +
+               error_text(errno);
+    unlinkat(fd_, temporary.c_str(), 0);
     return std::nullopt;
   }
-  return path;
+  return path_of(name);
 }
 
-std::optional<policy::Profile> load_profile_file(const std::string& path, std::string_view expected_key,
-                                                 std::string* problem) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::optional<policy::Profile> ProfileStore::load(std::string_view name, std::string_view expected_key,
+                                                  std::string* problem) const {
+  const std::string file(name);
+  const std::string path = shown(path_of(name));
+  // O_NOFOLLOW: a link is refused, never read through; O_NONBLOCK: opening a FIFO returns at once.
+  const int fd = ::openat(fd_, file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno != ENOENT) *problem = "cannot read the profile " + path + ": " + error_text(errno);
+    if (errno == ELOOP)
+      *problem = "ignoring the profile " + path + ": it is a symbolic link, which is never followed";
+    else if (errno != ENOENT)
+      *problem = "cannot read the profile " + path + ": " + error_text(errno);
     return std::nullopt;
   }
-  // One byte past the limit, so a file that is too large is told apart from one exactly at it.
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *problem = "cannot inspect the profile " + path + ": " + error_text(errno);
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::optional<std::string> refused;
+  if (!S_ISREG(st.st_mode))
+    refused = std::string("it is ") + file_type(st.st_mode);
+  else if (const auto why = untrusted_because(st))
+    refused = "it " + *why;
+  else if (static_cast<std::uint64_t>(st.st_size) > policy::kMaxProfileBytes)
+    refused = "larger than " + std::to_string(policy::kMaxProfileBytes >> 20) + " MiB: not a kvremap profile";
+  if (refused) {
+    *problem = "ignoring the profile " + path + ": " + *refused;
+    ::close(fd);
+    return std::nullopt;
+  }
+  // One byte past the limit, so a file that grew past it since the fstat is told apart from one at it.
   std::string text(policy::kMaxProfileBytes + 1, '\0');
   std::size_t size = 0;
   while (size < text.size()) {
@@ -97,17 +206,45 @@ std::optional<policy::Profile> load_profile_file(const std::string& path, std::s
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       *problem = "cannot read the profile " + path + ": " + error_text(errno);
-      close(fd);
+      ::close(fd);
       return std::nullopt;
     }
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
-  close(fd);
+  ::close(fd);
   text.resize(size);
   policy::ProfileRead read = policy::read_profile(text, expected_key);
-  if (!read.profile) *problem = "ignoring the profile " + path + ": " + read.problem;
+  if (!read.profile) *problem = "ignoring the profile " + path + ": " + policy::printable(read.problem);
   return std::move(read.profile);
 }
+
+std::string ProfileStore::marker_name(std::string_view name) { return std::string(name) + ".unconfirmed"; }
+
+bool ProfileStore::mark(std::string_view name, std::string* problem) const {
+  const std::string marker = marker_name(name);
+  const int fd = ::openat(fd_, marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *problem = "cannot create the marker " + shown(path_of(marker)) + ": " + error_text(errno);
+    return false;
+  }
+  // Its content is for a person reading the directory; its existence is what counts.
+  const bool written = write_all(fd, "a start sized from this profile by pid " + std::to_string(getpid()) +
+                                         " has not reached its commit yet\n");
+  ::close(fd);
+  if (!written) {
+    *problem = "cannot write the marker " + shown(path_of(marker)) + ": " + error_text(errno);
+    unlinkat(fd_, marker.c_str(), 0);
+    return false;
+  }
+  return true;
+}
+
+bool ProfileStore::marked(std::string_view name) const {
+  struct stat st {};
+  return fstatat(fd_, marker_name(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+void ProfileStore::unmark(std::string_view name) const { unlinkat(fd_, marker_name(name).c_str(), 0); }
 
 }  // namespace kvremap::interpose

@@ -1,4 +1,4 @@
-// Fuzzes the profile reader on raw bytes (round trip of whatever it accepts) and the profile key on a command line.
+// Fuzzes the profile reader on raw bytes (round trip and bounds of what it accepts) and the profile key on a command line.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,6 +32,11 @@ void check_read(std::string_view text, std::string_view expected_key) {
   const ProfileRead again = read_profile(written, expected_key);
   FUZZ_CHECK(again.profile.has_value(), "what to_json writes reads back");
   FUZZ_CHECK(*again.profile == *read.profile, "to_json then read_profile is the identity");
+  // Whatever figures it holds, the bounds check names them on one line, on any device size.
+  for (const std::uint64_t total : {std::uint64_t{0}, std::uint64_t{85'520'809'984}, ~std::uint64_t{0}}) {
+    const auto out = profile_out_of_bounds(*read.profile, total);
+    FUZZ_CHECK(!out || (!out->empty() && kvremap::fuzz::is_one_line(*out)), "a bounds problem is one line");
+  }
 }
 
 }  // namespace

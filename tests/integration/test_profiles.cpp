@@ -2,6 +2,7 @@
 // and rank, what the commit measured in it, no effect on the engine when it cannot be written, never a
 // half-written file under the final name.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,14 @@ std::vector<const kvremap::trace::OtherEvent*> events(const kvremap::trace::Trac
   for (const auto& e : t.other_events)
     if (e.name == name) out.push_back(&e);
   return out;
+}
+
+// How many lines of `text` hold `needle`.
+std::size_t lines_with(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += line.find(needle) != std::string::npos;
+  return n;
 }
 
 // The engine's output less its wall-clock timings, which differ from run to run.
@@ -315,7 +324,7 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
   EXPECT_EQ(second.i("kv committed", "sizing_shift_bytes"), adjusted->args.at("shift_bytes").get<std::int64_t>());
   EXPECT_EQ(second.event("kv committed")->args.at("same_start_flags").get<std::string>(),
             "--kv-cache-memory " + std::to_string(second.u("kv committed", "kv_bytes")));
-  EXPECT_NE(second.run.err.find("sized from profile"), std::string::npos) << "one info line";
+  EXPECT_EQ(lines_with(second.run.err, "sizing this start from profile "), 1u) << second.run.err;
 
   const Start third = start(vllm_argv("0.95"), profiles);
   expect_fits_on_device(third, oracle_kv(first));
@@ -526,4 +535,232 @@ TEST(LearnedSizing, APlainPreloadStartsTheSeedWhereStockRunsOutOfMemory) {
   const RunResult r = run_program(vllm_argv("0.95"), env, {"KVREMAP_MODE"}, 120);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("started, KV"), std::string::npos);
+}
+
+// ---- Profile trust: files and directories another user could have planted ------------------------
+
+namespace {
+
+// A first start's profile in its own directory: its name (the configuration's) and its text.
+struct Reference {
+  Start start;
+  std::string name;
+  std::string text;
+};
+Reference reference_profile() {
+  const std::string dir = make_temp_dir();
+  Reference r{start(vllm_argv("0.95"), dir), "", ""};
+  EXPECT_EQ(r.start.run.exit_code, 0) << r.start.run.err;
+  const DirContents c = contents(dir);
+  EXPECT_EQ(c.profiles.size(), 1u);
+  if (c.profiles.empty()) return r;
+  r.name = fs::path(c.profiles[0]).filename().string();
+  r.text = slurp(c.profiles[0]);
+  return r;
+}
+
+std::string trace_text(const std::string& traces) {
+  std::string all;
+  for (const std::string& f : trace_files(traces)) all += slurp(f);
+  return all;
+}
+
+}  // namespace
+
+// The old writer used `<name>.tmp.<pid>`: links planted at that name for every pid the engine could
+// get are never written through; the victim file stays as it was and the profile is written whole.
+TEST(ProfileTrust, LinksPlantedAtTemporaryNamesNeverRedirectTheWrite) {
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const std::string profiles = make_temp_dir(), elsewhere = make_temp_dir();
+  const std::string victim = elsewhere + "/victim";
+  std::ofstream(victim) << "the victim's own data\n";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
+  // The pids the next processes get: from the last one handed out, upwards.
+  long last = getpid();
+  std::ifstream("/proc/sys/kernel/ns_last_pid") >> last;
+  for (long pid = last + 1; pid <= last + 400; ++pid)
+    ASSERT_EQ(symlink(victim.c_str(), (profiles + "/" + ref.name + ".tmp." + std::to_string(pid)).c_str()), 0);
+  const Start s = start(vllm_argv("0.95"), profiles);
+  EXPECT_EQ(s.run.exit_code, 0) << s.run.err;
+  EXPECT_EQ(slurp(victim), "the victim's own data\n");
+  const auto read = read_back(profiles + "/" + ref.name);
+  EXPECT_TRUE(read.profile) << read.problem;
+  std::size_t links = 0;
+  for (const auto& e : fs::directory_iterator(profiles)) links += fs::is_symlink(e.symlink_status());
+  EXPECT_EQ(links, 400u) << "every planted link left as it was";
+}
+
+// A FIFO at the profile's name: the start neither hangs on it nor reads it; one line names it.
+TEST(ProfileTrust, AFifoAtTheProfilesNameNeverHangsTheStart) {
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const std::string profiles = make_temp_dir();
+  ASSERT_EQ(mkfifo((profiles + "/" + ref.name).c_str(), 0600), 0);
+  const std::string traces = make_temp_dir();
+  std::vector<std::string> env = defer_env(traces, profiles);
+  // Well past a whole start-up, well short of for ever.
+  const RunResult r = run_program(vllm_argv("0.95"), env, {}, 90);
+  EXPECT_EQ(r.exit_code, 0) << "signal " << r.signal << "\n" << r.err;
+  EXPECT_EQ(lines_with(r.err, "profile ignored"), 1u) << r.err;
+  EXPECT_EQ(lines_with(r.err, profiles + "/" + ref.name + ": it is a FIFO"), 1u) << r.err;
+}
+
+// A link at the profile's name is never followed: nothing of the file it names reaches the log or
+// the trace, and the commit's rewrite replaces the link, not its target.
+TEST(ProfileTrust, ALinkAtTheProfilesNameIsNeverFollowed) {
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const std::string profiles = make_temp_dir(), elsewhere = make_temp_dir();
+  const std::string secret = elsewhere + "/secret";
+  // An unterminated string: a JSON parser's message quotes what it read of it.
+  const std::string private_text = "\"TOPSECRET-0123456789 and more of a private file";
+  std::ofstream(secret) << private_text;
+  ASSERT_EQ(symlink(secret.c_str(), (profiles + "/" + ref.name).c_str()), 0);
+  const std::string traces = make_temp_dir();
+  const RunResult r = run_program(vllm_argv("0.95"), defer_env(traces, profiles), {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TOPSEC"), std::string::npos) << r.err;
+  EXPECT_EQ(trace_text(traces).find("TOPSEC"), std::string::npos);
+  EXPECT_EQ(lines_with(r.err, "symbolic link"), 1u) << r.err;
+  EXPECT_EQ(slurp(secret), private_text);
+  EXPECT_FALSE(fs::is_symlink(profiles + "/" + ref.name));
+  EXPECT_TRUE(read_back(profiles + "/" + ref.name).profile);
+}
+
+namespace {
+
+// A start in a profile directory kvremap must refuse: one warning naming it, the engine sized alone
+// (the reference's KV cache), nothing written there, the engine serves.
+void expect_directory_refused(const Reference& ref, const std::string& profiles, const std::string& why) {
+  const Start s = start(vllm_argv("0.95"), profiles);
+  EXPECT_EQ(s.run.exit_code, 0) << s.run.err;
+  EXPECT_EQ(lines_with(s.run.err, "the profile directory " + profiles + " " + why), 1u) << s.run.err;
+  EXPECT_EQ(lines_with(s.run.err, "profiles are off for this process"), 1u) << s.run.err;
+  EXPECT_EQ(s.event("kv sizing adjusted"), nullptr) << "not sized from the planted profile";
+  EXPECT_EQ(s.u("kv committed", "kv_bytes"), ref.start.u("kv committed", "kv_bytes"));
+  EXPECT_EQ(s.event("kv profile written"), nullptr);
+  EXPECT_EQ(slurp(profiles + "/" + ref.name), ref.text) << "left as it was";
+}
+
+// The reference's profile, as a second start would find it, planted in `profiles`.
+void plant(const Reference& ref, const std::string& profiles) {
+  std::ofstream(profiles + "/" + ref.name) << ref.text;
+}
+
+}  // namespace
+
+TEST(ProfileTrust, AWorldWritableProfileDirectoryIsRefused) {
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const std::string profiles = make_temp_dir();
+  plant(ref, profiles);
+  ASSERT_EQ(chmod(profiles.c_str(), 0777), 0);
+  expect_directory_refused(ref, profiles, "is writable by group or others (mode 0777)");
+}
+
+TEST(ProfileTrust, AnotherUsersProfileDirectoryIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "making a directory another user's needs root";
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const std::string profiles = make_temp_dir();
+  plant(ref, profiles);
+  ASSERT_EQ(chmod(profiles.c_str(), 0755), 0);
+  ASSERT_EQ(chown(profiles.c_str(), 65534, 65534), 0);  // nobody: another user, whose directory root could write
+  expect_directory_refused(ref, profiles, "is owned by uid 65534");
+}
+
+// A directory KVREMAP_PROFILE_DIR names that does not exist yet is created the user's alone, with
+// every missing parent.
+TEST(ProfileTrust, AProfileDirectoryIsCreated0700WithItsParents) {
+  const std::string root = make_temp_dir();
+  const std::string profiles = root + "/a/b/profiles";
+  ASSERT_EQ(start(vllm_argv("0.95"), profiles).run.exit_code, 0);
+  for (const std::string& dir : {root + "/a", root + "/a/b", profiles}) {
+    struct stat st {};
+    ASSERT_EQ(stat(dir.c_str(), &st), 0) << dir;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << dir;
+  }
+  ASSERT_EQ(contents(profiles).profiles.size(), 1u);
+  struct stat st {};
+  ASSERT_EQ(stat(contents(profiles).profiles[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// Figures no start on the seed's 79.19 GiB device could have measured, each of which would make the
+// start fail or shrink its KV cache: the profile is ignored with one line naming the file and the
+// field, the engine sizes the start alone, and the commit rewrites the profile from its own figures.
+TEST(ProfileTrust, OutOfRangeProfilesAreIgnoredWithOneLine) {
+  const Reference ref = reference_profile();
+  ASSERT_FALSE(ref.name.empty());
+  const nlohmann::json good = nlohmann::json::parse(ref.text);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"sizing_shift_bytes", std::int64_t{1} << 61},
+           {"serving_peak_bytes", std::uint64_t{100} << 30},
+           {"memory_share", 0.0001},
+           {"margin_bytes", -(std::int64_t{20} << 30)}}) {
+    SCOPED_TRACE(field);
+    const std::string profiles = make_temp_dir();
+    nlohmann::json planted = good;
+    planted[field] = value;
+    std::ofstream(profiles + "/" + ref.name) << planted.dump(2);
+    const Start s = start(vllm_argv("0.95"), profiles);
+    EXPECT_EQ(s.run.exit_code, 0) << s.run.err;
+    EXPECT_EQ(lines_with(s.run.err, "profile ignored"), 1u) << s.run.err;
+    EXPECT_EQ(lines_with(s.run.err, profiles + "/" + ref.name + ": out of range for this device: " + field), 1u)
+        << s.run.err;
+    EXPECT_EQ(s.event("kv sizing adjusted"), nullptr);
+    ASSERT_NE(s.event("kv profile ignored"), nullptr);
+    EXPECT_EQ(s.u("kv committed", "kv_bytes"), ref.start.u("kv committed", "kv_bytes")) << "sized by the engine";
+    const auto rewritten = read_back(profiles + "/" + ref.name);
+    ASSERT_TRUE(rewritten.profile) << rewritten.problem;
+    EXPECT_EQ(rewritten.profile->margin_bytes, s.i("kv committed", "margin_bytes"));
+  }
+}
+
+// A start a profile sized and that stopped before its commit (here the `fail` verdict: its post-KV
+// work grew, so the old profile's shift was not enough) leaves the profile marked; the next start is
+// not sized from it (one line names it), commits, rewrites the profile and clears the mark, and the
+// start after that is sized from the new profile. The line naming the profile that sized a start is
+// logged at the default level.
+TEST(ProfileTrust, AStartThatFailedBeforeItsCommitMarksItsProfile) {
+  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
+  const std::string scenario = dir + "/seed.json";
+  const std::string text = slurp(SEED_SCENARIO);
+  std::ofstream(scenario) << text;
+  std::vector<std::string> argv = vllm_argv("0.95");
+  argv[2] = scenario;
+  const Start first = start(argv, profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  const std::string profile = contents(profiles).profiles.at(0);
+  const std::string marker = profile + ".unconfirmed";
+
+  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  ASSERT_NE(grown, text);
+  std::ofstream(scenario, std::ios::trunc) << grown;
+  const Start failed = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
+  EXPECT_EQ(failed.run.exit_code, 78) << failed.run.err;
+  ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
+  EXPECT_EQ(failed.event("kv committed"), nullptr);
+  EXPECT_EQ(lines_with(failed.run.err, "sizing this start from profile " + profile + " (shift "), 1u)
+      << "named at the default level: " << failed.run.err;
+  EXPECT_TRUE(fs::exists(marker));
+
+  const Start next = start(argv, profiles);
+  EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
+  EXPECT_EQ(next.event("kv sizing adjusted"), nullptr) << "not sized from the profile again";
+  EXPECT_EQ(lines_with(next.run.err, "profile " + profile + " not used for sizing: a start it sized never reached its commit"),
+            1u)
+      << next.run.err;
+  ASSERT_NE(next.event("kv sizing unchanged"), nullptr);
+  EXPECT_FALSE(fs::exists(marker)) << "cleared by the commit";
+  const auto rewritten = read_back(profile);
+  ASSERT_TRUE(rewritten.profile) << rewritten.problem;
+  EXPECT_EQ(rewritten.profile->sizing_shift_bytes, 0) << "the unsized start's own figures";
+
+  const Start after = start(argv, profiles);
+  EXPECT_EQ(after.run.exit_code, 0) << after.run.err;
+  EXPECT_NE(after.event("kv sizing adjusted"), nullptr) << "sized from the rewritten profile";
+  EXPECT_EQ(after.u("kv committed", "host_bytes"), 0u);
+  EXPECT_FALSE(fs::exists(marker));
 }

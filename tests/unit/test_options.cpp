@@ -348,9 +348,9 @@ TEST(Options, DeferSettingsWithoutDeferAreReportedNotSilentlyIgnored) {
 
 TEST(Options, ControlCharactersInValuesNeverBreakTheOneLineMessage) {
   EXPECT_EQ(messages(parse_options({{"KVREMAP_MODE", "defer\nKVREMAP_STRICT=1\x01"}})),
-            std::vector<std::string>{"kvremap: KVREMAP_MODE='defer\\nKVREMAP_STRICT=1\\x01' is invalid: expected one "
+            std::vector<std::string>{"kvremap: KVREMAP_MODE='defer\\x0aKVREMAP_STRICT=1\\x01' is invalid: expected one "
                                      "of observe, defer; KV deferral is off (KVREMAP_MODE=observe); tracking and "
                                      "tracing go on"});
   EXPECT_EQ(messages(parse_options({{"KVREMAP_X\tY", "1"}})),
-            std::vector<std::string>{"kvremap: unknown variable KVREMAP_X\\tY"});
+            std::vector<std::string>{"kvremap: unknown variable KVREMAP_X\\x09Y"});
 }

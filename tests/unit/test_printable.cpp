@@ -1,4 +1,4 @@
-// policy::printable: control bytes become \xNN, every other byte stays as it was.
+// policy::printable: control bytes, C1 controls and invalid UTF-8 become \xNN; printable ASCII and UTF-8 stay.
 #include "policy/printable.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +18,9 @@ TEST(Printable, ControlBytesBecomeLowercaseHexEscapes) {
 TEST(Printable, EveryOtherByteIsUnchanged) {
   EXPECT_EQ(printable(""), "");
   EXPECT_EQ(printable("plain text: ~!\"\\ 0x20"), "plain text: ~!\"\\ 0x20");
-  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac \x80\xff"), "caf\xc3\xa9 \xe2\x82\xac \x80\xff");  // UTF-8 and stray high bytes
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");
+  EXPECT_EQ(printable("/donn\xc3\xa9" "es/\xe6\xa8\xa1\xe5\x9e\x8b/\xf0\x9f\x99\x82"),
+            "/donn\xc3\xa9" "es/\xe6\xa8\xa1\xe5\x9e\x8b/\xf0\x9f\x99\x82");
   for (int byte = 0x20; byte < 0x7f; ++byte) {
     const std::string one(1, static_cast<char>(byte));
     EXPECT_EQ(printable(one), one) << byte;
@@ -34,5 +36,15 @@ TEST(Printable, ItsOutputHasNoControlBytesAndIsItsOwnImage) {
     EXPECT_TRUE(byte >= 0x20 && byte != 0x7f) << static_cast<int>(byte);
   }
   EXPECT_EQ(printable(shown), shown);
-  EXPECT_EQ(shown.size(), 256 + 33 * 3u);  // 33 control bytes, each 1 → 4
+  // 33 control bytes and, standing alone in this string, 128 bytes that are not valid UTF-8: each 1 → 4.
+  EXPECT_EQ(shown.size(), 256 + (33 + 128) * 3u);
+}
+
+TEST(Printable, C1ControlsAndInvalidUtf8AreEscapedByteByByte) {
+  EXPECT_EQ(printable("\xc2\x9b" "31m"), "\\xc2\\x9b31m") << "U+009B, a terminal's CSI";
+  EXPECT_EQ(printable("\x9b" "31m"), "\\x9b31m") << "a lone 8-bit CSI";
+  EXPECT_EQ(printable("\xc0\x80"), "\\xc0\\x80") << "overlong";
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80") << "a surrogate";
+  EXPECT_EQ(printable("end\xe6\xa8"), "end\\xe6\\xa8") << "cut short";
+  EXPECT_EQ(printable("\x80\xff"), "\\x80\\xff");
 }

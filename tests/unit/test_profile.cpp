@@ -3,12 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
 
 using namespace kvremap::policy;
 using nlohmann::json;
@@ -340,3 +343,118 @@ TEST(ProfileText, FuzzSeedIsAProfileForItsKey) {
 }
 
 }  // namespace
+
+// ---- Bounds: figures no start on the device could have measured ---------------------------------
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr std::uint64_t kGiB = 1ull << 30;
+// The seed scenario's device (examples/vllm_like/scenarios/seed-maverick-h100-tp8.json): 79.19 GiB.
+constexpr std::uint64_t kSeedTotal = 85'030'000'000;
+
+// The seed start at 0.95, as its commit measures it: 23.16 GiB of KV in 96 tensors, a 0.51 GiB
+// deficit, 3 GiB of headroom, autotuning, graph pools and modules kept resident after the KV burst.
+Profile seed_profile() {
+  Profile p;
+  p.key = "k";
+  p.kv_requested_bytes = 23 * kGiB + 164 * kMiB;
+  p.kv_tensors = 96;
+  p.granularity_bytes = 2 * kMiB;
+  p.margin_bytes = -static_cast<std::int64_t>(522 * kMiB);
+  p.headroom_bytes = 3 * kGiB;
+  p.memory_share = 0.95;
+  p.serving_peak_bytes = 3 * kGiB + 200 * kMiB;
+  p.sizing_query = SizingQuery{3, "profiling", 30 * kGiB};
+  p.post_kv[static_cast<std::size_t>(Category::other)] = {980 * kMiB, 10 * kGiB};
+  p.post_kv[static_cast<std::size_t>(Category::graph_pool)] = {2355 * kMiB, 0};
+  p.post_kv[static_cast<std::size_t>(Category::module)] = {410 * kMiB, 0};
+  return p;
+}
+
+std::string bounds_problem(const Profile& p, std::uint64_t total = kSeedTotal) {
+  return profile_out_of_bounds(p, total).value_or("");
+}
+
+}  // namespace
+
+TEST(ProfileBounds, MeasuredProfilesAreWithinTheirDevice) {
+  EXPECT_EQ(bounds_problem(seed_profile()), "");
+  Profile second = seed_profile();  // sized from the first: its shift took the deficit away
+  second.sizing_shift_bytes = 616 * static_cast<std::int64_t>(kMiB);
+  second.kv_requested_bytes -= 616 * kMiB;
+  second.margin_bytes = 94 * static_cast<std::int64_t>(kMiB);
+  EXPECT_EQ(bounds_problem(second), "");
+  Profile fit = seed_profile();  // at 0.9 under `fit`: more KV than stock, a negative shift, no deficit
+  fit.memory_share = 0.9;
+  fit.sizing_shift_bytes = -static_cast<std::int64_t>(4 * kGiB);
+  fit.kv_requested_bytes = 27 * kGiB;
+  fit.margin_bytes = 8 * static_cast<std::int64_t>(kMiB);
+  EXPECT_EQ(bounds_problem(fit), "");
+  Profile sglang = seed_profile();  // no share recorded
+  sglang.memory_share.reset();
+  EXPECT_EQ(bounds_problem(sglang), "");
+}
+
+TEST(ProfileBounds, AFigureLargerThanTheDeviceIsNamed) {
+  Profile p = seed_profile();
+  p.sizing_shift_bytes = std::int64_t{1} << 61;
+  EXPECT_NE(bounds_problem(p).find("sizing_shift_bytes"), std::string::npos) << bounds_problem(p);
+  p = seed_profile();
+  p.sizing_shift_bytes = std::numeric_limits<std::int64_t>::min();
+  EXPECT_NE(bounds_problem(p).find("sizing_shift_bytes"), std::string::npos) << bounds_problem(p);
+  p = seed_profile();
+  p.serving_peak_bytes = 100 * kGiB;
+  EXPECT_NE(bounds_problem(p).find("serving_peak_bytes 100.00 GiB is more than the device's"), std::string::npos)
+      << bounds_problem(p);
+  EXPECT_EQ(bounds_problem(p, 128 * kGiB), "") << "the same peak on a larger device";
+  p = seed_profile();
+  p.headroom_bytes = 80 * kGiB;
+  EXPECT_NE(bounds_problem(p).find("headroom_bytes"), std::string::npos);
+  p = seed_profile();
+  p.post_kv[static_cast<std::size_t>(Category::graph_pool)].transient_bytes = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_NE(bounds_problem(p).find("post_kv.graph_pool.transient_bytes"), std::string::npos) << bounds_problem(p);
+}
+
+TEST(ProfileBounds, AMarginNoStartCouldHaveMeasuredIsNamed) {
+  Profile p = seed_profile();
+  p.margin_bytes = -20 * static_cast<std::int64_t>(kGiB);  // would shrink the KV cache from 23 to 3 GiB
+  EXPECT_NE(bounds_problem(p).find("margin_bytes -20.00 GiB is a larger deficit"), std::string::npos)
+      << bounds_problem(p);
+  // A deficit within what post-KV work kept resident, the headroom and the slack is a real one.
+  p.margin_bytes = -static_cast<std::int64_t>(3 * kGiB + 3745 * kMiB + profile_bounds_slack(kSeedTotal) - kMiB);
+  EXPECT_EQ(bounds_problem(p), "");
+  p.margin_bytes -= 2 * static_cast<std::int64_t>(kMiB);
+  EXPECT_NE(bounds_problem(p), "");
+  // A negative shift told the engine of more memory: its deficit could be that much larger.
+  p.sizing_shift_bytes = -static_cast<std::int64_t>(kGiB);
+  p.memory_share = 1.0;
+  EXPECT_EQ(bounds_problem(p), "");
+  // With `fit`, a surplus the device cannot have had: more free memory at the commit than the device.
+  p = seed_profile();
+  p.margin_bytes = 70 * static_cast<std::int64_t>(kGiB);
+  EXPECT_NE(bounds_problem(p).find("more free memory at the commit than the device's"), std::string::npos)
+      << bounds_problem(p);
+}
+
+TEST(ProfileBounds, AShareThatCannotHoldTheKvCacheIsNamed) {
+  Profile p = seed_profile();
+  p.memory_share = 0.0001;
+  EXPECT_NE(bounds_problem(p).find("memory_share 0.0001"), std::string::npos) << bounds_problem(p);
+  p.memory_share = 0.28;  // 22.2 GiB of the device: less than the 23.16 GiB of KV it held
+  EXPECT_NE(bounds_problem(p).find("memory_share"), std::string::npos);
+  p.memory_share = 0.3;
+  EXPECT_EQ(bounds_problem(p), "");
+}
+
+TEST(ProfileBounds, EveryFieldOutOfRangeIsNamedOnOneLine) {
+  Profile p = seed_profile();
+  p.sizing_shift_bytes = std::int64_t{1} << 61;
+  p.serving_peak_bytes = 100 * kGiB;
+  const std::string problem = bounds_problem(p);
+  EXPECT_NE(problem.find("sizing_shift_bytes"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("serving_peak_bytes"), std::string::npos) << problem;
+  EXPECT_EQ(problem.find('\n'), std::string::npos);
+  EXPECT_EQ(problem.rfind("out of range for this device: ", 0), 0u) << problem;
+}
+

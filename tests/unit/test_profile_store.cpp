@@ -1,25 +1,38 @@
-// interpose/profile_store on a real file system: directory resolution, atomic writes, refusals on load.
+// interpose/profile_store on a real file system: directory resolution and trust, exclusive atomic writes,
+// refusals on load (links, FIFOs, other users' files), the failed-start marker.
 #include "interpose/kv/profile_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace fs = std::filesystem;
-using kvremap::interpose::load_profile_file;
+using kvremap::interpose::DirectoryProblem;
 using kvremap::interpose::profile_directory;
 using kvremap::interpose::ProfileDirectory;
-using kvremap::interpose::write_profile_file;
+using kvremap::interpose::ProfileStore;
 
 namespace {
+
+// Files owned by this uid are another user's to the process under test (nobody, on most systems).
+constexpr uid_t kOtherUser = 65534;
 
 std::string fresh_dir() {
   std::string pattern = (fs::temp_directory_path() / "kvremap-profile-store-XXXXXX").string();
   return mkdtemp(pattern.data());
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 kvremap::policy::Profile sample(const std::string& key) {
@@ -31,6 +44,32 @@ kvremap::policy::Profile sample(const std::string& key) {
   p.measured_at = 1700000000;
   p.written_at = 1700000001;
   return p;
+}
+
+// The directory opened as the library opens it, or a test failure naming why not.
+std::optional<ProfileStore> open_store(const std::string& path, bool create = false) {
+  DirectoryProblem kind = DirectoryProblem::none;
+  std::string problem;
+  auto store = ProfileStore::open({path, false}, create, &kind, &problem);
+  EXPECT_TRUE(store) << problem;
+  return store;
+}
+
+struct Refusal {
+  DirectoryProblem kind = DirectoryProblem::none;
+  std::string problem;
+  bool opened = false;
+};
+Refusal try_open(const std::string& path, bool create = false) {
+  Refusal r;
+  r.opened = ProfileStore::open({path, false}, create, &r.kind, &r.problem).has_value();
+  return r;
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
 }
 
 }  // namespace
@@ -48,47 +87,119 @@ TEST(ProfileStore, DirectoryFollowsTheOptionThenXdgThenHome) {
 
 TEST(ProfileStore, WritesAWholeFileAndReadsItBack) {
   const std::string root = fresh_dir();
-  const ProfileDirectory dir{root + "/a/b/kvremap", true};
+  const std::string dir = root + "/a/b/kvremap";
+  const auto store = open_store(dir, true);
+  ASSERT_TRUE(store);
   const auto profile = sample("key one");
   std::string problem;
-  const auto path = write_profile_file(dir, "vllm-1-rank0.json", kvremap::policy::to_json(profile), &problem);
+  const auto path = store->write("vllm-1-rank0.json", kvremap::policy::to_json(profile), &problem);
   ASSERT_TRUE(path) << problem;
-  EXPECT_EQ(*path, dir.path + "/vllm-1-rank0.json");
-  struct stat st {};
-  ASSERT_EQ(stat(dir.path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the default cache directory is the user's own";
+  EXPECT_EQ(*path, dir + "/vllm-1-rank0.json");
+  EXPECT_EQ(mode_of(*path), 0600u) << "a profile holds the command line: the user's alone";
   std::size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir.path)) {
+  for (const auto& e : fs::directory_iterator(dir)) {
     ++entries;
     EXPECT_EQ(e.path().filename(), "vllm-1-rank0.json") << "no temporary file left";
   }
   EXPECT_EQ(entries, 1u);
-  const auto loaded = load_profile_file(*path, "key one", &problem);
+  const auto loaded = store->load("vllm-1-rank0.json", "key one", &problem);
   ASSERT_TRUE(loaded) << problem;
   EXPECT_EQ(*loaded, profile);
   // A rewrite replaces the file whole.
   auto later = profile;
   later.serving_peak_bytes = 5ull << 30;
-  ASSERT_TRUE(write_profile_file(dir, "vllm-1-rank0.json", kvremap::policy::to_json(later), &problem));
-  EXPECT_EQ(load_profile_file(*path, "key one", &problem), later);
+  ASSERT_TRUE(store->write("vllm-1-rank0.json", kvremap::policy::to_json(later), &problem));
+  EXPECT_EQ(store->load("vllm-1-rank0.json", "key one", &problem), later);
+  fs::remove_all(root);
+}
+
+// Every directory kvremap creates, the default one or not, parents included, is the user's alone.
+TEST(ProfileStore, CreatedDirectoriesAre0700WithTheirParents) {
+  const std::string root = fresh_dir();
+  const mode_t old_mask = umask(0);  // the most permissive umask: 0700 must come from kvremap
+  const auto store = open_store(root + "/a/b/profiles", true);
+  umask(old_mask);
+  ASSERT_TRUE(store);
+  for (const char* dir : {"/a", "/a/b", "/a/b/profiles"}) EXPECT_EQ(mode_of(root + dir), 0700u) << dir;
   fs::remove_all(root);
 }
 
 TEST(ProfileStore, AnUnwritableDirectoryIsOneLineNamingPathAndError) {
   const std::string root = fresh_dir();
   std::ofstream(root + "/file") << "x";  // a directory below a regular file cannot exist, even for root
-  std::string problem;
-  EXPECT_FALSE(write_profile_file({root + "/file/sub", false}, "p.json", "{}", &problem));
-  EXPECT_NE(problem.find(root + "/file/sub"), std::string::npos) << problem;
-  EXPECT_NE(problem.find("Not a directory"), std::string::npos) << problem;
-  EXPECT_EQ(problem.find('\n'), std::string::npos);
+  const Refusal r = try_open(root + "/file/sub", true);
+  EXPECT_FALSE(r.opened);
+  EXPECT_EQ(r.kind, DirectoryProblem::unusable);
+  EXPECT_NE(r.problem.find(root + "/file/sub"), std::string::npos) << r.problem;
+  EXPECT_NE(r.problem.find("Not a directory"), std::string::npos) << r.problem;
+  EXPECT_EQ(r.problem.find('\n'), std::string::npos);
+  // Not asked to create it, a missing directory is no profile yet: no problem.
+  const Refusal missing = try_open(root + "/none");
+  EXPECT_FALSE(missing.opened);
+  EXPECT_EQ(missing.kind, DirectoryProblem::none);
+  EXPECT_EQ(missing.problem, "");
   fs::remove_all(root);
+}
+
+// A directory others can write to, or another user's: refused, one line naming it, why and what works.
+TEST(ProfileStore, ADirectoryOthersCanWriteIsRefused) {
+  const std::string root = fresh_dir();
+  for (const mode_t mode : {0777u, 0770u, 01777u}) {
+    SCOPED_TRACE(mode);
+    ASSERT_EQ(chmod(root.c_str(), mode), 0);
+    const Refusal r = try_open(root, true);
+    EXPECT_FALSE(r.opened);
+    EXPECT_EQ(r.kind, DirectoryProblem::untrusted);
+    EXPECT_NE(r.problem.find(root), std::string::npos) << r.problem;
+    EXPECT_NE(r.problem.find("writable by group or others"), std::string::npos) << r.problem;
+    EXPECT_NE(r.problem.find("profiles are off"), std::string::npos) << r.problem;
+    EXPECT_EQ(r.problem.find('\n'), std::string::npos);
+  }
+  ASSERT_EQ(chmod(root.c_str(), 0755), 0);
+  EXPECT_TRUE(try_open(root).opened) << "writable by its owner alone";
+  fs::remove_all(root);
+}
+
+TEST(ProfileStore, AnotherUsersDirectoryIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "making a directory another user's needs root";
+  const std::string root = fresh_dir();
+  ASSERT_EQ(chown(root.c_str(), kOtherUser, kOtherUser), 0);
+  const Refusal r = try_open(root);
+  EXPECT_FALSE(r.opened);
+  EXPECT_EQ(r.kind, DirectoryProblem::untrusted);
+  EXPECT_NE(r.problem.find("owned by uid 65534"), std::string::npos) << r.problem;
+  ASSERT_EQ(chown(root.c_str(), 0, 0), 0);
+  EXPECT_TRUE(try_open(root).opened) << "root's own directory is trusted";
+  fs::remove_all(root);
+}
+
+// The temporary file is created exclusively: a link planted at the name the old writer used
+// (`<name>.tmp.<pid>`) is never written through, and the victim it points at stays as it was.
+TEST(ProfileStore, ALinkPlantedAtATemporaryNameIsNeverWrittenThrough) {
+  const std::string root = fresh_dir(), elsewhere = fresh_dir();
+  const std::string victim = elsewhere + "/victim";
+  std::ofstream(victim) << "the victim's own data\n";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
+  const std::string planted = root + "/p.json.tmp." + std::to_string(getpid());
+  ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  std::string problem;
+  const auto path = store->write("p.json", kvremap::policy::to_json(sample("k")), &problem);
+  ASSERT_TRUE(path) << problem;
+  EXPECT_EQ(slurp(victim), "the victim's own data\n");
+  EXPECT_TRUE(fs::is_symlink(planted)) << "left as it was";
+  EXPECT_TRUE(store->load("p.json", "k", &problem)) << problem;
+  fs::remove_all(root);
+  fs::remove_all(elsewhere);
 }
 
 TEST(ProfileStore, MissingIsNothingAndBadFilesAreOneProblem) {
   const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
   std::string problem;
-  EXPECT_FALSE(load_profile_file(root + "/none.json", "k", &problem));
+  EXPECT_FALSE(store->load("none.json", "k", &problem));
   EXPECT_EQ(problem, "") << "no profile yet is not a problem";
 
   const std::string good = kvremap::policy::to_json(sample("k"));
@@ -107,9 +218,102 @@ TEST(ProfileStore, MissingIsNothingAndBadFilesAreOneProblem) {
     SCOPED_TRACE(b.name);
     std::ofstream(root + "/p.json", std::ios::trunc) << b.text;
     problem.clear();
-    EXPECT_FALSE(load_profile_file(root + "/p.json", b.expected_key, &problem));
+    EXPECT_FALSE(store->load("p.json", b.expected_key, &problem));
     EXPECT_NE(problem.find(root + "/p.json"), std::string::npos) << problem;
     EXPECT_EQ(problem.find('\n'), std::string::npos) << problem;
   }
+  fs::remove_all(root);
+}
+
+// A FIFO at a profile's name: refused at once (opening it for reading would wait for a writer for ever).
+TEST(ProfileStore, AFifoIsRefusedWithoutWaiting) {
+  const std::string root = fresh_dir();
+  ASSERT_EQ(mkfifo((root + "/p.json").c_str(), 0600), 0);
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  alarm(20);  // a load that blocks ends the test run here instead of hanging it
+  std::string problem;
+  EXPECT_FALSE(store->load("p.json", "k", &problem));
+  alarm(0);
+  EXPECT_NE(problem.find(root + "/p.json"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("a FIFO"), std::string::npos) << problem;
+  fs::remove_all(root);
+}
+
+// A link at a profile's name is not followed: nothing of the file it names reaches the message.
+TEST(ProfileStore, ALinkAtAProfilesNameIsNeverFollowed) {
+  const std::string root = fresh_dir(), elsewhere = fresh_dir();
+  std::ofstream(elsewhere + "/secret") << "TOPSECRET-0123456789";
+  ASSERT_EQ(symlink((elsewhere + "/secret").c_str(), (root + "/p.json").c_str()), 0);
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  std::string problem;
+  EXPECT_FALSE(store->load("p.json", "k", &problem));
+  EXPECT_NE(problem.find("symbolic link"), std::string::npos) << problem;
+  EXPECT_EQ(problem.find("TOPSECRET"), std::string::npos) << problem;
+  // Rewriting the profile replaces the link, never the file it names.
+  ASSERT_TRUE(store->write("p.json", kvremap::policy::to_json(sample("k")), &problem)) << problem;
+  EXPECT_EQ(slurp(elsewhere + "/secret"), "TOPSECRET-0123456789");
+  EXPECT_FALSE(fs::is_symlink(root + "/p.json"));
+  fs::remove_all(root);
+  fs::remove_all(elsewhere);
+}
+
+// Profiles others could have written are not read: writable by group or others, or another user's.
+TEST(ProfileStore, AProfileOthersCouldHaveWrittenIsRefused) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  std::string problem;
+  ASSERT_TRUE(store->write("p.json", kvremap::policy::to_json(sample("k")), &problem)) << problem;
+  ASSERT_EQ(chmod((root + "/p.json").c_str(), 0666), 0);
+  EXPECT_FALSE(store->load("p.json", "k", &problem));
+  EXPECT_NE(problem.find("writable by group or others (mode 0666)"), std::string::npos) << problem;
+  ASSERT_EQ(chmod((root + "/p.json").c_str(), 0644), 0);
+  problem.clear();
+  EXPECT_TRUE(store->load("p.json", "k", &problem)) << problem;
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown((root + "/p.json").c_str(), kOtherUser, kOtherUser), 0);
+    EXPECT_FALSE(store->load("p.json", "k", &problem));
+    EXPECT_NE(problem.find("owned by uid 65534"), std::string::npos) << problem;
+  }
+  fs::remove_all(root);
+}
+
+// Paths in messages have their control characters escaped: a name cannot forge a log line.
+TEST(ProfileStore, PathsInMessagesAreEscaped) {
+  const std::string root = fresh_dir();
+  const std::string name = "p\nkvremap: forged\x1b[2J.json";
+  ASSERT_EQ(mkfifo((root + "/" + name).c_str(), 0600), 0);
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  std::string problem;
+  EXPECT_FALSE(store->load(name, "k", &problem));
+  EXPECT_EQ(problem.find('\n'), std::string::npos) << problem;
+  EXPECT_EQ(problem.find('\x1b'), std::string::npos) << problem;
+  EXPECT_NE(problem.find("p\\x0akvremap: forged\\x1b[2J.json"), std::string::npos) << problem;
+  fs::remove_all(root);
+}
+
+// The failed-start marker: created exclusively, seen, removed.
+TEST(ProfileStore, TheMarkerIsCreatedOnceSeenAndRemoved) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  EXPECT_FALSE(store->marked("p.json"));
+  std::string problem;
+  ASSERT_TRUE(store->mark("p.json", &problem)) << problem;
+  EXPECT_TRUE(fs::exists(root + "/p.json.unconfirmed"));
+  EXPECT_TRUE(store->marked("p.json"));
+  EXPECT_FALSE(store->mark("p.json", &problem)) << "never opened when it exists";
+  EXPECT_NE(problem.find("p.json.unconfirmed"), std::string::npos) << problem;
+  store->unmark("p.json");
+  EXPECT_FALSE(store->marked("p.json"));
+  // A link planted at the marker's name counts as a marker and is never written through.
+  std::ofstream(root + "/victim") << "v";
+  ASSERT_EQ(symlink((root + "/victim").c_str(), (root + "/p.json.unconfirmed").c_str()), 0);
+  EXPECT_TRUE(store->marked("p.json"));
+  EXPECT_FALSE(store->mark("p.json", &problem));
+  EXPECT_EQ(slurp(root + "/victim"), "v");
   fs::remove_all(root);
 }

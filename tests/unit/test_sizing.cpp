@@ -198,3 +198,25 @@ TEST(Sizing, SameStartFlagsNameTheEnginesOwnFlags) {
   EngineProfile other;
   EXPECT_EQ(same_start_flags(other, 5, kGiB, 80 * kGiB), "");
 }
+
+// What the bounds on a profile (policy/profile.h) guarantee the next start: a profile within its
+// device never sizes more KV than the device holds, even under `fit` and with a surplus as large as
+// the device allows; beyond the bounds, a surplus would (so the bound is what keeps it out).
+TEST(Sizing, AProfileWithinItsDeviceNeverSizesMoreKvThanTheDeviceHolds) {
+  constexpr std::uint64_t total = 80 * kGiB;
+  std::size_t accepted = 0;
+  for (std::uint64_t kv = 0; kv <= total; kv += 5 * kGiB)
+    for (std::int64_t margin = -s64(total); margin <= s64(total); margin += s64(5 * kGiB))
+      for (const std::int64_t shift : {-s64(10 * kGiB), std::int64_t{0}, s64(10 * kGiB)}) {
+        Profile p = measured(margin, shift, kv);
+        p.memory_share = 1.0;
+        if (profile_out_of_bounds(p, total)) continue;
+        ++accepted;
+        const SizingStep step = next_sizing(p, SizingWhen::fit, 1.0, total);
+        EXPECT_LE(step.target_kv_bytes, total) << "kv " << kv << " margin " << margin << " shift " << shift;
+      }
+  EXPECT_GT(accepted, 50u);
+  Profile huge = measured(s64(70 * kGiB), 0, 20 * kGiB);
+  EXPECT_TRUE(profile_out_of_bounds(huge, total));
+  EXPECT_GT(next_sizing(huge, SizingWhen::fit).target_kv_bytes, total) << "what the bound keeps out";
+}
