@@ -105,8 +105,10 @@ RunResult run_program(const std::vector<std::string>& argv, const std::vector<st
   if (child == 0) {
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
+    // Only 1 and 2 may reach the program: a copy of a pipe's write end that a background descendant
+    // inherits would hold the run open until that descendant ends.
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      if (fd > 2) close(fd);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     execve(args[0], args.data(), envp.data());
     _exit(127);
