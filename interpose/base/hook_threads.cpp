@@ -64,7 +64,7 @@ void register_hook_thread() {
   }
 }
 
-void wait_for_hooks_to_leave(int max_ms) {
+int wait_for_hooks_to_leave(int max_ms) {
   std::call_once(g_init, init);
   heavy_fence();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
@@ -73,10 +73,13 @@ void wait_for_hooks_to_leave(int max_ms) {
     std::lock_guard<std::mutex> g(registry_lock());
     threads = registry();
   }
+  int inside = 0;
   for (std::atomic<int>* depth : threads) {
     if (depth == &t_hot.hook_depth) continue;  // the exiting thread itself (maybe inside a hook)
     while (depth->load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) sched_yield();
+    inside += depth->load(std::memory_order_acquire) > 0 ? 1 : 0;
   }
+  return inside;
 }
 
 void hook_threads_prepare_fork() { registry_lock().lock(); }

@@ -140,14 +140,16 @@ void finish(const char* reason) {
   if (g_finished.exchange(true)) return;
   // Hooks that were already running finish their accounting and their records first, so that the
   // summary and the events agree (other threads go on running while one of them calls exit()).
-  wait_for_hooks_to_leave(200);
+  // Bounded: a hook blocked for good (a synchronising call on a stuck stream) must not hold up the
+  // exit; the summary then says how many threads were still inside one.
+  const int hooks_in_flight = wait_for_hooks_to_leave(1000);
   if (!S().trace_opened.load() || g_disabled.load()) {
     trace().flush_all();
     return;
   }
   try {
     emit_all_counters();
-    trace().close(summary_json(reason));
+    trace().close(summary_json(reason, hooks_in_flight));
   } catch (...) {
   }
 }

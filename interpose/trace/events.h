@@ -114,6 +114,7 @@ struct Summary {
   std::uint64_t kernel_launches = 0;
   std::uint64_t module_loads = 0;
   std::uint64_t routed_lookups = 0;
+  std::uint64_t hooks_in_flight = 0;  // threads still inside a hook when the exit's wait ended
 };
 std::string summary(const Summary& summary);
 

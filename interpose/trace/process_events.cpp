@@ -168,8 +168,8 @@ std::string summary(const Summary& s) {
     append_memory_query(out, s.checkpoints[i]);
   }
   out += fmt::format(
-      R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{},"routed_lookups":{}}},"options":)",
-      s.captures, s.graph_launches, s.kernel_launches, s.module_loads, s.routed_lookups);
+      R"(],"counts":{{"captures":{},"graph_launches":{},"kernel_launches":{},"module_loads":{},"routed_lookups":{},"hooks_in_flight":{}}},"options":)",
+      s.captures, s.graph_launches, s.kernel_launches, s.module_loads, s.routed_lookups, s.hooks_in_flight);
   append_options(out);
   out += "}}";
   return out;

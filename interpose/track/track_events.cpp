@@ -42,7 +42,7 @@ void emit_all_counters() {
     if (S().devices[static_cast<std::size_t>(d)].seen.load()) emit_counter(d, true);
 }
 
-std::string summary_json(const char* reason) {
+std::string summary_json(const char* reason, int hooks_in_flight) {
   trace_events::Summary s;
   s.exit = reason;
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -66,6 +66,7 @@ std::string summary_json(const char* reason) {
   s.kernel_launches = S().kernel_launches.load();
   s.module_loads = S().module_loads.load();
   s.routed_lookups = routed_lookups();
+  s.hooks_in_flight = static_cast<std::uint64_t>(hooks_in_flight);
   return trace_events::summary(s);
 }
 

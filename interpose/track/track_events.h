@@ -32,6 +32,6 @@ inline void emit_counter(State& st, int device, bool force, std::uint64_t now_ti
 void emit_counter(int device, bool force);
 void emit_all_counters();
 // The summary that closes the trace, from the figures tracked until now.
-std::string summary_json(const char* reason);
+std::string summary_json(const char* reason, int hooks_in_flight = 0);
 
 }  // namespace kvremap::interpose::tracker_detail

@@ -615,8 +615,10 @@ TEST(Interposer, AFullTraceFilesystemCostsTheTraceNeverTheProgram) {
 }
 
 // exit() from one thread while the others allocate: hooks already running finish before the
-// summary is taken, so it and the events agree exactly — on every run (before the exit waited for
-// them, about half the runs differed by a few events).
+// summary is taken, so it and the events agree exactly. The exit's wait is bounded (a hook may be
+// blocked for good); a thread still inside a hook when it ends — on a machine busy enough to keep
+// one descheduled for a second — is counted in the summary, and each such thread may have one
+// operation in the counts without its event: the invariant that holds however the threads run.
 TEST(Interposer, ExitFromAWorkerThreadLeavesASummaryTheEventsAgreeWith) {
   const int runs = repetitions(20, 20, 2);
   for (int run = 0; run < runs; ++run) {
@@ -627,13 +629,27 @@ TEST(Interposer, ExitFromAWorkerThreadLeavesASummaryTheEventsAgreeWith) {
     const auto& trace = t.traces[0];
     ASSERT_TRUE(trace.summary.has_value());
     const auto& summary = trace.summary->devices.at(0).categories.at("other");
+    ASSERT_TRUE(trace.summary->counts.contains("hooks_in_flight"));
+    const std::uint64_t in_flight = trace.summary->counts.at("hooks_in_flight");
+    EXPECT_LE(in_flight, 5u) << "at most the five other threads";
     const auto replay = kvremap::trace::replay_live_bytes(trace);
-    EXPECT_EQ(replay.devices.at(0).at("other").live_bytes, summary.live_bytes);
     std::uint64_t allocs = 0, frees = 0;
     for (const auto& a : trace.allocs) allocs += a.category == "other";
     for (const auto& f : trace.frees) frees += f.category == "other";
-    EXPECT_EQ(allocs, summary.allocations);
-    EXPECT_EQ(frees, summary.frees);
+    if (in_flight == 0) {
+      EXPECT_EQ(replay.devices.at(0).at("other").live_bytes, summary.live_bytes);
+      EXPECT_EQ(allocs, summary.allocations);
+      EXPECT_EQ(frees, summary.frees);
+    } else {
+      // Each thread still inside a hook: one allocation (or free) of at most 6 MiB counted, or not yet.
+      const std::uint64_t replayed_live = replay.devices.at(0).at("other").live_bytes;
+      const std::uint64_t difference =
+          replayed_live > summary.live_bytes ? replayed_live - summary.live_bytes : summary.live_bytes - replayed_live;
+      EXPECT_LE(difference, in_flight * 6 * kMiB);
+      EXPECT_LE(allocs, summary.allocations);
+      EXPECT_LE(frees, summary.frees);
+      EXPECT_LE(summary.allocations - allocs + summary.frees - frees, in_flight);
+    }
   }
 }
 
