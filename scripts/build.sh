@@ -2,6 +2,7 @@
 # Configures and builds kvremap into build/ (or $BUILD_DIR); installs missing dependencies first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}  # compiler-cache hits across checkouts (CMakeLists.txt)
 build=${BUILD_DIR:-$root/build}
 "$root/scripts/install-deps.sh"
 werror=OFF

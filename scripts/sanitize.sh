@@ -5,6 +5,7 @@
 # Env: SANITIZERS (default "asan tsan"), JOBS (default 2), ASAN_BUILD_DIR, TSAN_BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}  # compiler-cache hits across checkouts (CMakeLists.txt)
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
@@ -45,8 +46,11 @@ for stage in ${SANITIZERS-asan tsan}; do
     tsan)
       dir=${TSAN_BUILD_DIR:-$root/build-tsan}
       configure_and_build "$dir" thread test_interposer test_stress test_live_map
-      # The million pairs run on one thread: nothing for TSan to find, and 10x slower under it.
-      ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 900 -L concurrency -E 'Stress.AMillionPairs'
+      # The million pairs run on one thread: nothing for TSan to find, and 10x slower under it. The
+      # file-size limit of 0 is the ASan stage's and the plain suite's: TSan's runtime writes a file
+      # of its own while it starts (MapRodata), which that limit forbids before kvremap runs at all.
+      ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 900 -L concurrency \
+        -E 'Stress.AMillionPairs|Interposer.AFileSizeLimitStopsTracingNeverTheProgram'
 
       ;;
     *)

@@ -338,9 +338,31 @@ KVREMAP_HOOK CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, C
   return r;
 }
 
+namespace {
+// Whether the answer to `attribute` depends on what backs the address. The others (the context, the
+// memory type, the device pointer and ordinal, managed or not) are the same for a deferred KV tensor on
+// scratch, a committed one and the engine's own cudaMalloc, so they never end the deferral: Triton's
+// launcher asks CU_POINTER_ATTRIBUTE_DEVICE_POINTER of every tensor argument before every launch
+// (getPointer, backends/nvidia/driver.py), and PyTorch asks the memory type and device of tensors it
+// wraps. Range, mapping, handle, IPC and access attributes describe the backing: decision points.
+bool reveals_backing(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return false;
+    default:
+      return true;
+  }
+}
+}  // namespace
+
 KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   KVREMAP_ENTER(cuPointerGetAttribute, data, attribute, ptr);
-  kv_touch(ptr, 1, "cuPointerGetAttribute");
+  if (reveals_backing(attribute)) kv_touch(ptr, 1, "cuPointerGetAttribute");
   const CUresult r = real(data, attribute, ptr);
   if (r == CUDA_SUCCESS) answer_range(attribute, data, ptr);
   return r;
@@ -349,7 +371,9 @@ KVREMAP_HOOK CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr
 KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
                                              CUdeviceptr ptr) {
   KVREMAP_ENTER(cuPointerGetAttributes, count, attributes, data, ptr);
-  kv_touch(ptr, 1, "cuPointerGetAttributes");
+  bool reveals = attributes == nullptr;
+  for (unsigned int i = 0; attributes && i < count && !reveals; ++i) reveals = reveals_backing(attributes[i]);
+  if (reveals) kv_touch(ptr, 1, "cuPointerGetAttributes");
   const CUresult r = real(count, attributes, data, ptr);
   if (r == CUDA_SUCCESS && attributes && data)
     for (unsigned int i = 0; i < count; ++i) answer_range(attributes[i], data[i], ptr);

@@ -1,5 +1,6 @@
 // sigaction and signal hooks: the program sees its own SIGTERM/SIGINT disposition while kvremap's
-// summary handler stands in for the default one (process/exit_handlers.cpp).
+// summary handler stands in for the default one (process/exit_handlers.cpp,
+// process/signal_disposition.cpp).
 #include <signal.h>
 
 #include <atomic>
@@ -7,13 +8,11 @@
 
 #include "interpose/driver/real.h"
 #include "interpose/hooks/hook_export.h"
-#include "interpose/process/exit_handlers.h"
+#include "interpose/process/signal_disposition.h"
 
 namespace {
 
 using namespace kvremap::interpose;
-using tracker_detail::program_sigaction;
-using tracker_detail::stands_in_for;
 
 std::atomic<void*> g_signal{nullptr};
 

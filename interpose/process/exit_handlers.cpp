@@ -4,13 +4,12 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 
 #include "interpose/base/guard.h"
 #include "interpose/base/hook_threads.h"
-#include "interpose/driver/real.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/process/signal_disposition.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/tracker.h"
 #include "interpose/track/track_events.h"
@@ -20,12 +19,13 @@ namespace kvremap::interpose {
 namespace tracker_detail {
 namespace {
 
-const char* g_signal_reason = "";
+// Set in the signal handler, read on the writer's thread after the hand-over (run_on_writer).
+std::atomic<const char*> g_signal_reason{""};
 
 // Runs on the trace writer's thread, outside any signal handler.
 void write_summary_for_signal() {
   try {
-    trace().close(summary_json(g_signal_reason));
+    trace().close(summary_json(g_signal_reason.load(std::memory_order_acquire)));
   } catch (...) {
   }
 }
@@ -40,7 +40,7 @@ void finish_from_signal(const char* reason) {
   if (inside_hook() || g_finished.exchange(true)) return;
   const State* state = g_state.peek();
   if (!state || !state->trace_opened.load() || g_disabled.load()) return;
-  g_signal_reason = reason;
+  g_signal_reason.store(reason, std::memory_order_release);
   trace().run_on_writer(write_summary_for_signal, 1000);
 }
 
@@ -48,65 +48,19 @@ void finish_from_signal(const char* reason) {
 // process without a summary). A handler of the program's own is left alone — the program decides
 // whether it exits, and a clean exit writes the summary through atexit — and so is an ignored signal
 // (children exec'd from the process inherit SIG_IGN, as the shell arranged). While kvremap's handler
-// stands in, the program sees its own disposition: sigaction() and signal() report the default, and a
-// disposition the program installs replaces kvremap's (hooks/signal_hooks.cpp).
+// stands in, the program sees its own disposition (process/signal_disposition.cpp,
+// hooks/signal_hooks.cpp).
 constexpr int kSignals[] = {SIGTERM, SIGINT};
-// The disposition kvremap found and stands in for, as sigaction() reported it (its flags and mask).
-struct sigaction g_program_disposition[2] {};
-
-int slot_of(int sig) { return sig == SIGTERM ? 0 : sig == SIGINT ? 1 : -1; }
-
-std::atomic<SigactionFn> g_real_sigaction{nullptr};
-
-SigactionFn resolve_real_sigaction();
 
 void on_signal(int sig, siginfo_t*, void*) {
   // Only installed over SIG_DFL: write the summary, then end the process as the default would.
   finish_from_signal(sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  const int slot = slot_of(sig);
-  if (slot >= 0) resolve_real_sigaction()(sig, &g_program_disposition[slot], nullptr);
+  restore_program_disposition(sig);
   // Blocked while this handler runs: delivered with the default action as it returns.
   raise(sig);
 }
 
-bool stands_in(int sig, const struct sigaction& current) {
-  return slot_of(sig) >= 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_signal;
-}
-
-SigactionFn resolve_real_sigaction() {
-  SigactionFn fn = g_real_sigaction.load(std::memory_order_acquire);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<SigactionFn>(next_definition("sigaction"));
-    g_real_sigaction.store(fn, std::memory_order_release);
-  }
-  return fn;
-}
-
 }  // namespace
-
-SigactionFn real_sigaction() { return resolve_real_sigaction(); }
-
-int program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  SigactionFn real = real_sigaction();
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  if (slot_of(sig) < 0) return real(sig, act, old);
-  struct sigaction current {};
-  if (real(sig, nullptr, &current) != 0) return -1;
-  if (!stands_in(sig, current)) return real(sig, act, old);
-  // kvremap's handler stands in: report the program's own disposition; a new one replaces kvremap's.
-  if (act != nullptr && real(sig, act, nullptr) != 0) return -1;
-  if (old != nullptr) *old = g_program_disposition[slot_of(sig)];
-  return 0;
-}
-
-bool stands_in_for(int sig) {
-  SigactionFn real = real_sigaction();
-  struct sigaction current {};
-  return slot_of(sig) >= 0 && real != nullptr && real(sig, nullptr, &current) == 0 && stands_in(sig, current);
-}
 
 void install_exit_handlers() {
   // Once per process image: a forked child inherits the atexit entry and the signal dispositions,
@@ -115,19 +69,7 @@ void install_exit_handlers() {
   static std::atomic<bool> installed{false};
   if (installed.exchange(true)) return;
   std::atexit([] { finish("atexit"); });
-  SigactionFn real = real_sigaction();
-  if (real == nullptr) return;
-  for (int sig : kSignals) {
-    struct sigaction current {};
-    if (real(sig, nullptr, &current) != 0) continue;
-    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
-    g_program_disposition[slot_of(sig)] = current;
-    struct sigaction action {};
-    action.sa_sigaction = on_signal;
-    action.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&action.sa_mask);
-    real(sig, &action, nullptr);
-  }
+  for (int sig : kSignals) stand_in_for_default(sig, on_signal);
 }
 
 }  // namespace tracker_detail

@@ -291,6 +291,26 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
     void* data[2] = {&start, &size};
     std::printf("attributes of KV: %d\n",
                 static_cast<int>(cuPointerGetAttributes(2, attributes, data, reinterpret_cast<CUdeviceptr>(kv[1]))));
+  } else if (touch == "triton") {
+    // What Triton's launcher asks of every tensor argument before every launch: attributes that describe
+    // the address, not what backs it. Answered as for any cudaMalloc.
+    for (int launch = 0; launch < 100; ++launch) {
+      const auto inside = reinterpret_cast<CUdeviceptr>(kv[launch % 2]) + static_cast<CUdeviceptr>(launch) * 4096;
+      CUdeviceptr device_pointer = 0;
+      check(cuPointerGetAttribute(&device_pointer, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, inside) == CUDA_SUCCESS &&
+                device_pointer == inside,
+            "the device pointer of a KV address is itself");
+      unsigned int memory_type = 0;
+      int ordinal = -1;
+      CUcontext context = nullptr;
+      CUpointer_attribute attributes[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                           CU_POINTER_ATTRIBUTE_CONTEXT};
+      void* data[3] = {&memory_type, &ordinal, &context};
+      check(cuPointerGetAttributes(3, attributes, data, inside) == CUDA_SUCCESS &&
+                memory_type == CU_MEMORYTYPE_DEVICE && ordinal == 0,
+            "a KV address is device memory of device 0");
+    }
+    std::printf("pointer queries of KV: 100 launches' worth\n");
   } else if (touch == "ranges") {
     // Every range query, twice (the first may commit the deferred cache), from an address deep inside
     // the tensor: the whole tensor, as for any cudaMalloc of its size.

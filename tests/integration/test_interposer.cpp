@@ -528,6 +528,33 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
   }
 }
 
+// Triton queries every tensor argument's device pointer before every launch: attributes that say
+// nothing of the backing leave the KV cache deferred; the range query or copy after them is the one
+// that commits it.
+TEST(Interposer, PointerQueriesThatRevealNoBackingLeaveKvDeferred) {
+  for (const auto& [touches, call] : {std::pair<std::string, std::string>{"triton,copy", "cuMemcpy"},
+                                      {"triton,attributes", "cuPointerGetAttributes"}}) {
+    SCOPED_TRACE(touches);
+    const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"TOUCH=" + touches}));
+    ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "TOUCH=" + touches});
+    EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    EXPECT_EQ(t.run.out, plain.out);
+    ASSERT_EQ(t.traces.size(), 1u);
+    int deferred = 0, committed = 0;
+    for (const auto& e : t.traces[0].other_events) {
+      deferred += e.name == "kv deferred";
+      if (e.name != "kv committed") continue;
+      ++committed;
+      EXPECT_EQ(e.args.at("trigger"), "KV access");
+      const std::string by = e.args.at("call").get<std::string>();
+      EXPECT_EQ(by.rfind(call, 0), 0u) << by;
+    }
+    EXPECT_EQ(deferred, 1);
+    EXPECT_EQ(committed, 1);
+  }
+}
+
 // Legacy IPC of a KV tensor: the engine's own cudaMalloc would be shared, the arena's VMM memory cannot
 // be. Deferred or committed, the driver's error reaches the engine and kvremap says why, once; the
 // VMM handle behind the same address is retained in both states.
