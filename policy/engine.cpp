@@ -21,6 +21,7 @@ std::optional<std::string_view> inline_value(std::string_view arg, std::string_v
 }
 
 EngineKind detect_kind(std::span<const std::string> argv) {
+  if (auto titled = title_kind(argv)) return *titled;
   // Only the program and its first few words name the engine (`python3 -m vllm.entrypoints…`,
   // `vllm serve`, `sglang serve`); a model path such as `org/vllm-tuned` later must not.
   const std::size_t n = std::min<std::size_t>(argv.size(), 4);
@@ -96,6 +97,11 @@ bool vllm_level_zero(std::span<const std::string> argv) {
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.graphs_expected = false;
   p.eager_reason.clear();
+  if (title_kind(argv) && p.kind != EngineKind::other) {
+    // Flags decide whether the engine captures graphs; without them, nothing may rest on graphs.
+    p.eager_reason = "only the process title " + argv.front() + " was readable, none of the engine's flags";
+    return;
+  }
   switch (p.kind) {
     case EngineKind::vllm:
       if (auto v = flag_value(argv, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
@@ -131,6 +137,15 @@ std::string_view to_string(EngineKind kind) {
       return "other";
   }
   return "other";
+}
+
+std::optional<EngineKind> title_kind(std::span<const std::string> argv) {
+  if (argv.empty()) return std::nullopt;
+  // The title alone: every later argument is empty (the rest of the argument area, zeroed).
+  if (std::any_of(argv.begin() + 1, argv.end(), [](const std::string& a) { return !a.empty(); })) return std::nullopt;
+  if (argv.front().starts_with("VLLM::")) return EngineKind::vllm;
+  if (argv.front().starts_with("sglang::")) return EngineKind::sglang;
+  return std::nullopt;
 }
 
 std::vector<std::string> split_cmdline(std::string_view raw) {

@@ -38,10 +38,16 @@ std::vector<std::string> split_cmdline(std::string_view raw);
 // of the engine: the profile is then read from the nearest ancestor's.
 bool is_multiprocessing_child(std::span<const std::string> argv);
 
+// The engine an engine's process title names, as setproctitle leaves /proc/<pid>/cmdline (the title,
+// then NULs): vLLM's "VLLM::EngineCore" and "VLLM::Worker_TP0" (v1/engine/core.py,
+// v1/executor/multiproc_executor.py), SGLang's "sglang::scheduler_TP0" (managers/scheduler.py).
+// nullopt for any other line. A title carries none of the engine's flags.
+std::optional<EngineKind> title_kind(std::span<const std::string> argv);
+
 // The engine and its flags from one command line. vLLM: an argument `vllm` (`vllm serve`), a path
 // ending in `/vllm`, or a module `vllm.…` (`-m vllm.entrypoints.openai.api_server`). SGLang: an
 // argument `sglang` or a module `sglang.…` (`-m sglang.launch_server`). Flags take both `--flag v`
-// and `--flag=v`.
+// and `--flag=v`. A process title names the engine but none of its flags: graphs are then not expected.
 EngineProfile profile_engine(std::span<const std::string> argv);
 
 // KVREMAP_ENGINE: `auto` keeps the detected kind; `vllm`/`sglang`/`other` replace it, and the engine's

@@ -1,8 +1,6 @@
 // The KVREMAP_* options table and the pure parser, formatter and docs generator built on it.
 #include "policy/options.h"
 
-#include "policy/printable.h"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -10,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "policy/engine_root.h"
 #include "policy/printable.h"
 #include "policy/units.h"
 
@@ -61,8 +60,8 @@ constexpr std::array<OptionSpec, 19> kOptions{{
      "`kvremap_commit()`; every mode commits before a graph replay or a copy, memset or export of KV.",
      assign_enum<&Options::commit>, read_enum<&Options::commit>, WhenInvalid::deferral},
     {"KVREMAP_ENGINE", OptionType::enumeration, "auto", kEngineNames,
-     "The engine in this process: `auto` reads it from the command line (an ancestor's for multiprocessing "
-     "children); `vllm`, `sglang` name it for launchers that hide it; `other` assumes no CUDA-graph capture follows "
+     "The engine in this process: `auto` reads it from the command line the engine was started with (read at load, "
+     "handed to spawned children: docs/kv-deferral.md); `vllm`, `sglang` name it for launchers that hide it; `other` assumes no CUDA-graph capture follows "
      "the KV cache, so the commit comes before the first launch.",
      assign_enum<&Options::engine>, read_enum<&Options::engine>, WhenInvalid::deferral},
     {"KVREMAP_HEADROOM",
@@ -503,6 +502,8 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
 
   for (const auto& [name, value] : env) {
     if (!name.starts_with(kPrefix)) continue;
+    // Set by kvremap itself for the engine's descendants (policy/engine_root.h): not a setting.
+    if (name == kEngineRootVariable) continue;
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
     seen.push_back(name);
 

@@ -8,6 +8,7 @@ packages=(
   libunwind-dev libtbb-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev valgrind clang libclang-rt-dev
   python3-numba  # a real third-party driver-API client for the simulator's tests (tests/integration/numba_client.py)
+  python3-setproctitle  # renames processes as vLLM and SGLang do (tests/integration/engine_tree.py)
   chromium  # the browser test of `kvremap plot` (headless)
 )
 

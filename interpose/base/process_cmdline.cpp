@@ -1,13 +1,17 @@
-// Reads command lines from /proc, walking up past Python multiprocessing children to the engine's own.
+// The engine's command line: read at load before the program can rename itself, handed to descendants, or found in /proc.
 #include "interpose/base/process_cmdline.h"
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "policy/engine.h"
+#include "policy/engine_root.h"
+#include "policy/redact.h"
 
 namespace kvremap::interpose {
 namespace {
@@ -18,23 +22,87 @@ std::vector<std::string> cmdline_of(const std::string& pid) {
   return policy::split_cmdline(raw);
 }
 
-// The parent's pid from /proc/<pid>/stat: the field after the parenthesised command name.
-std::string parent_of(const std::string& pid) {
+// Fields of /proc/<pid>/stat after the parenthesised command name (which may hold spaces): field 3
+// (the state) first. Empty when it cannot be read.
+std::vector<std::string> stat_fields(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/stat");
   const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return "";
+  if (close == std::string::npos) return {};
   std::istringstream rest(stat.substr(close + 1));
-  std::string state, ppid;
-  rest >> state >> ppid;
-  return ppid;
+  std::vector<std::string> fields;
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+// The parent's pid (field 4).
+std::string parent_of(const std::string& pid) {
+  const std::vector<std::string> fields = stat_fields(pid);
+  return fields.size() > 1 ? fields[1] : "";
+}
+
+// The process's pid and start time (field 22), or nullopt.
+std::optional<policy::ProcessStamp> stamp_of(const std::string& pid) {
+  const std::vector<std::string> fields = stat_fields(pid);
+  if (fields.size() < 20) return std::nullopt;
+  try {
+    return policy::ProcessStamp{std::stoll(pid), std::stoull(fields[19])};
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// This process's ancestors, its parent first, up to init.
+std::vector<policy::ProcessStamp> ancestors() {
+  std::vector<policy::ProcessStamp> chain;
+  std::string pid = parent_of(std::to_string(::getpid()));
+  for (int level = 0; level < 32 && !pid.empty() && pid != "0"; ++level) {
+    const auto stamp = stamp_of(pid);
+    if (!stamp) break;
+    chain.push_back(*stamp);
+    pid = parent_of(pid);
+  }
+  return chain;
+}
+
+// The command line this process image was started with, read at load; a forked child keeps its
+// parent's, which is the line its code runs under.
+std::vector<std::string>* g_load_command_line = nullptr;
+
+// The root's line handed down by an ancestor, when it is one.
+std::optional<std::vector<std::string>> inherited_root() {
+  const char* value = std::getenv(std::string(policy::kEngineRootVariable).c_str());
+  if (value == nullptr) return std::nullopt;
+  std::optional<policy::EngineRoot> root = policy::decode_engine_root(value);
+  if (!root || !policy::root_is_ancestor(*root, ancestors())) return std::nullopt;
+  return std::move(root->argv);
 }
 
 }  // namespace
 
+void capture_command_line_at_load() {
+  std::vector<std::string> argv = own_command_line();
+  g_load_command_line = new std::vector<std::string>(argv);
+  if (argv.empty() || policy::is_multiprocessing_child(argv)) return;
+  // A process started by exec is the root of what it spawns: its line, secrets redacted, for them.
+  const auto self = stamp_of(std::to_string(::getpid()));
+  if (!self) return;
+  const std::string value = policy::encode_engine_root({*self, policy::redact_command_line(argv)});
+  if (value.size() <= policy::kMaxEngineRootBytes)
+    setenv(std::string(policy::kEngineRootVariable).c_str(), value.c_str(), 1);
+  else
+    unsetenv(std::string(policy::kEngineRootVariable).c_str());
+}
+
 std::vector<std::string> own_command_line() { return cmdline_of(std::to_string(::getpid())); }
 
 std::vector<std::string> engine_command_line() {
+  if (g_load_command_line != nullptr && !g_load_command_line->empty()) {
+    if (!policy::is_multiprocessing_child(*g_load_command_line)) return *g_load_command_line;
+    if (auto root = inherited_root()) return *root;
+  }
+  // Loaded late, or a multiprocessing child whose root did not run kvremap: the nearest ancestor whose
+  // line is not a multiprocessing child's (a process title where the engine renamed it).
   std::string pid = std::to_string(::getpid());
   std::vector<std::string> argv = cmdline_of(pid);
   // vLLM's engine core and workers, SGLang's schedulers: a few levels at most.

@@ -1,4 +1,4 @@
-// The command line that describes the engine: this process's, or its nearest non-multiprocessing ancestor's.
+// The command line that describes the engine: this process's as it started, or the root's that spawned it.
 #pragma once
 
 #include <string>
@@ -9,9 +9,16 @@ namespace kvremap::interpose {
 // /proc/self/cmdline split into arguments; empty when it cannot be read.
 std::vector<std::string> own_command_line();
 
-// The same; for a Python multiprocessing child (spawn, forkserver),
-// whose own line names only the multiprocessing bootstrap, the line of the nearest ancestor that is
-// not one. Empty when nothing can be read.
+// At load, before the program runs (engines rename their processes with setproctitle, which
+// overwrites /proc/self/cmdline, before any CUDA call): keeps this process's command line and, unless
+// it is a Python multiprocessing child, hands it to every descendant in KVREMAP_ENGINE_ROOT
+// (policy/engine_root.h).
+void capture_command_line_at_load();
+
+// The command line that describes the engine: the one this process started with; for a Python
+// multiprocessing child (spawn, forkserver), whose own line names only the bootstrap, the root's that
+// an ancestor handed down (trusted only when that ancestor's pid and start time match), else the
+// nearest ancestor's in /proc that is not a multiprocessing child's. Empty when nothing can be read.
 std::vector<std::string> engine_command_line();
 
 }  // namespace kvremap::interpose

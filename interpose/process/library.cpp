@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "interpose/base/process_cmdline.h"
 #include "interpose/process/exit_handlers.h"
 #include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
@@ -54,6 +55,7 @@ __attribute__((constructor)) void load() {
   set_tracking_start_hook(&tracker_detail::install_exit_handlers);
   try {
     trace_now_us();  // fixes the trace's time origin at load
+    capture_command_line_at_load();  // before the program can rename itself
     policy::ParsedOptions parsed = policy::parse_options(kvremap_environment());
     g_options = new policy::Options(parsed.options);
     library_detail::g_hot_options = {true, g_options->mode, g_options->stack_min_bytes, g_options->kv_min_bytes,

@@ -116,3 +116,27 @@ TEST(Engine, ProfileKeyHoldsNoSecret) {
   EXPECT_EQ(profile_file_name(one), profile_file_name(other));
   EXPECT_NE(key_text(one).find("--max-num-batched-tokens 8192"), std::string::npos) << key_text(one);
 }
+
+// What setproctitle leaves in /proc/<pid>/cmdline (tested with python3-setproctitle): the title, then
+// the rest of the argument area as NULs.
+TEST(Engine, ProcessTitlesNameTheEngineButNotItsFlags) {
+  for (const auto& [raw, kind] : {std::pair<std::string, EngineKind>{std::string("VLLM::Worker_TP0\0\0\0\0", 20), EngineKind::vllm},
+                                  {std::string("VLLM::EngineCore\0\0", 18), EngineKind::vllm},
+                                  {"VLLM::Worker", EngineKind::vllm},
+                                  {std::string("sglang::scheduler_TP0\0", 22), EngineKind::sglang}}) {
+    const std::vector<std::string> argv = split_cmdline(raw);
+    SCOPED_TRACE(argv.front());
+    ASSERT_EQ(title_kind(argv), kind);
+    const EngineProfile p = of(argv);
+    EXPECT_EQ(p.kind, kind);
+    EXPECT_FALSE(p.graphs_expected) << "no flag says whether the engine captures graphs";
+    EXPECT_EQ(p.eager_reason, "only the process title " + argv.front() + " was readable, none of the engine's flags");
+    // Named by KVREMAP_ENGINE, the title still carries no flags.
+    EXPECT_FALSE(with_kind(argv, kind).graphs_expected);
+  }
+  // Not titles: a title word with arguments after it, other prefixes, Ray's workers.
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"VLLM::Worker", "--enforce-eager"}, {"vllm::worker"}, {"ray::RayWorkerWrapper"}, {"python3"}, {}}) {
+    EXPECT_EQ(title_kind(argv), std::nullopt) << (argv.empty() ? "" : argv.front());
+  }
+}

@@ -1,0 +1,45 @@
+// The engine's root command line, handed from the process that started the engine to its descendants.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvremap::policy {
+
+// The environment variable that carries it. Engines rename their processes (setproctitle, which
+// overwrites /proc/<pid>/cmdline) before any CUDA call, and a spawned child's own line names only the
+// multiprocessing bootstrap: the line the root was started with is read when kvremap loads into it,
+// before the program runs, and inherited by every process it spawns or forks.
+inline constexpr std::string_view kEngineRootVariable = "KVREMAP_ENGINE_ROOT";
+
+// A process, named so that a reused pid is told apart: its pid and its start time (field 22 of
+// /proc/<pid>/stat, in clock ticks since boot).
+struct ProcessStamp {
+  std::int64_t pid = 0;
+  std::uint64_t start_time = 0;
+  bool operator==(const ProcessStamp&) const = default;
+};
+
+struct EngineRoot {
+  ProcessStamp process;
+  std::vector<std::string> argv;  // secrets already redacted
+};
+
+// "1:<pid>:<start time>:<argv as hex of the NUL-joined arguments>".
+std::string encode_engine_root(const EngineRoot& root);
+
+// The value decoded, or nullopt for anything else (a wrong version, a non-number, odd or non-hex
+// digits, more than kMaxEngineRootBytes).
+std::optional<EngineRoot> decode_engine_root(std::string_view value);
+inline constexpr std::size_t kMaxEngineRootBytes = 64 * 1024;
+
+// Whether a handed-down root may describe this process: it is one of its ancestors (pid and start time
+// both match one of `ancestors`, this process's parent first). A value inherited from an unrelated
+// process — an engine that exported it to a shell, a pid reused since — names none of them.
+bool root_is_ancestor(const EngineRoot& root, std::span<const ProcessStamp> ancestors);
+
+}  // namespace kvremap::policy
