@@ -84,6 +84,48 @@ bool vllm_cudagraph_mode_none(std::span<const std::string> argv) {
   return false;
 }
 
+// The value given to a compilation-config key (upper-cased, quotes and `=`/`:` stripped) in any of vLLM's
+// spellings: `-cc.KEY=V`, `-cc.KEY V`, `-O.KEY=V`, `--compilation-config.KEY=V` and the JSON
+// `--compilation-config '{"KEY": V}'`. The key must start a word: `mode` is not the end of
+// `cudagraph_mode`. Last occurrence wins; nullopt when the key is never given.
+std::optional<std::string> compilation_value(std::span<const std::string> argv, std::string_view key) {
+  std::optional<std::string> value;
+  const std::string wanted = upper(key);
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string a = upper(argv[i]);
+    for (std::size_t at = a.find(wanted); at != std::string::npos; at = a.find(wanted, at + 1)) {
+      if (at > 0 && std::string_view(".\"'{ ,").find(a[at - 1]) == std::string_view::npos) continue;
+      std::string rest = a.substr(at + wanted.size());
+      if (!rest.empty() && std::string_view("\"': =").find(rest[0]) == std::string_view::npos) continue;
+      if (rest.find_first_not_of("\"': =") == std::string::npos && i + 1 < argv.size()) rest += upper(argv[i + 1]);
+      const std::size_t begin = rest.find_first_not_of("\"': =");
+      if (begin == std::string::npos) continue;
+      value = rest.substr(begin, rest.find_first_of("\"',} ", begin) - begin);
+    }
+  }
+  return value;
+}
+
+// vLLM runs without CUDA graphs unless its compilation mode is VLLM_COMPILE (3), the default:
+// config/vllm.py:1425-1436 sets cudagraph_mode to NONE for any other mode (`-cc.mode=none`).
+bool vllm_mode_not_compile(std::span<const std::string> argv) {
+  const std::optional<std::string> mode = compilation_value(argv, "mode");
+  return mode && *mode != "VLLM_COMPILE" && *mode != "3";
+}
+
+// vLLM's FlexibleArgumentParser takes `--enforce_eager` for `--enforce-eager`
+// (utils/argparse_utils.py:314-334): flag names with their underscores made dashes, up to a `=` or
+// the `.` of a dotted config key. Values are kept as given.
+std::vector<std::string> dashed_flags(std::span<const std::string> argv) {
+  std::vector<std::string> out(argv.begin(), argv.end());
+  for (std::string& a : out) {
+    if (!a.starts_with("--")) continue;
+    const std::size_t end = std::min(a.find('='), a.find('.'));
+    std::replace(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(end, a.size())), '_', '-');
+  }
+  return out;
+}
+
 // vLLM's optimisation level 0: no compilation and no CUDA graphs.
 bool vllm_level_zero(std::span<const std::string> argv) {
   for (std::size_t i = 0; i < argv.size(); ++i) {
@@ -102,21 +144,37 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
     p.eager_reason = "only the process title " + argv.front() + " was readable, none of the engine's flags";
     return;
   }
+  const std::vector<std::string> flags = dashed_flags(argv);
   switch (p.kind) {
     case EngineKind::vllm:
-      if (auto v = flag_value(argv, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
+      if (auto v = flag_value(flags, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
       for (std::string_view flag : {"--kv-cache-memory", "--kv-cache-memory-bytes"})
-        if (auto v = flag_value(argv, flag)) p.kv_cache_memory = parse_size(*v);
-      if (flag_on(argv, "--enforce-eager"))
+        if (auto v = flag_value(flags, flag)) p.kv_cache_memory = parse_size(*v);
+      if (flag_on(flags, "--enforce-eager"))
         p.eager_reason = "--enforce-eager";
-      else if (vllm_cudagraph_mode_none(argv))
+      else if (vllm_cudagraph_mode_none(flags))
         p.eager_reason = "cudagraph_mode NONE";
-      else if (vllm_level_zero(argv))
+      else if (vllm_mode_not_compile(flags))
+        p.eager_reason = "compilation mode " + *compilation_value(flags, "mode") + " (cudagraph_mode NONE)";
+      else if (vllm_level_zero(flags))
         p.eager_reason = "-O0";
+      else if (flag_value(flags, "--config"))
+        // Flags in a YAML file (utils/argparse_utils.py:477) may turn graphs off: not read, so not trusted.
+        p.eager_reason = "--config (flags in a file kvremap does not read)";
       break;
     case EngineKind::sglang:
-      if (auto v = flag_value(argv, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
-      if (flag_on(argv, "--disable-cuda-graph")) p.eager_reason = "--disable-cuda-graph";
+      if (auto v = flag_value(flags, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
+      // Decode graphs are what SGLang captures by default; prefill graphs are subject to its per-platform
+      // auto-disable (server_args.py:3100-3130), so without decode graphs no capture can be relied on.
+      // --disable-cuda-graph is the deprecated alias of both backends disabled (server_args.py:6201).
+      if (flag_on(flags, "--disable-cuda-graph"))
+        p.eager_reason = "--disable-cuda-graph";
+      else if (flag_on(flags, "--disable-decode-cuda-graph"))
+        p.eager_reason = "--disable-decode-cuda-graph";
+      else if (auto backend = flag_value(flags, "--cuda-graph-backend-decode"); backend && upper(*backend) == "DISABLED")
+        p.eager_reason = "--cuda-graph-backend-decode=disabled";
+      else if (flag_value(flags, "--cuda-graph-config"))
+        p.eager_reason = "--cuda-graph-config (a per-phase configuration kvremap does not read)";
       break;
     case EngineKind::other:
       p.eager_reason = "not a recognised engine (vLLM, SGLang)";

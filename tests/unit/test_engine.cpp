@@ -60,6 +60,52 @@ TEST(Engine, EagerFlagsOfEachEngine) {
   EXPECT_TRUE(of({"vllm", "serve", "m", "--disable-cuda-graph"}).graphs_expected) << "not a vLLM flag";
 }
 
+// vLLM (main 2026-08): underscore spellings (utils/argparse_utils.py:314-334), a compilation mode other
+// than VLLM_COMPILE (config/vllm.py:1425-1436), flags in a --config file (not read, so not trusted).
+TEST(Engine, VllmSpellingsCompilationModesAndConfigFiles) {
+  EXPECT_EQ(of({"vllm", "serve", "m", "--enforce_eager"}).eager_reason, "--enforce-eager");
+  EXPECT_EQ(of({"vllm", "serve", "m", "--gpu_memory_utilization=0.8"}).gpu_memory_utilization, 0.8);
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"vllm", "serve", "m", "-cc.mode=none"},
+           {"vllm", "serve", "m", "-cc.mode", "NONE"},
+           {"vllm", "serve", "m", "-O.mode=0"},
+           {"vllm", "serve", "m", "--compilation-config.mode=stock_torch_compile"},
+           {"vllm", "serve", "m", "--compilation-config", R"({"mode": 2, "cudagraph_mode": "FULL"})"},
+           {"vllm", "serve", "m", "--compilation_config", R"({'mode': 'DYNAMO_TRACE_ONCE'})"}}) {
+    const EngineProfile p = of(argv);
+    EXPECT_FALSE(p.graphs_expected) << argv.back();
+    EXPECT_TRUE(p.eager_reason.starts_with("compilation mode ")) << p.eager_reason;
+  }
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"vllm", "serve", "m", "-cc.mode=VLLM_COMPILE"},
+           {"vllm", "serve", "m", "--compilation-config", R"({"mode": 3, "cudagraph_mode": "FULL_AND_PIECEWISE"})"},
+           {"vllm", "serve", "m", "-cc.cudagraph_mode=FULL"},
+           {"vllm", "serve", "m", "--model", "org/mode-none"}}) {
+    EXPECT_TRUE(of(argv).graphs_expected) << argv.back() << ": " << of(argv).eager_reason;
+  }
+  EXPECT_EQ(of({"vllm", "serve", "--config", "serve.yaml"}).eager_reason,
+            "--config (flags in a file kvremap does not read)");
+  EXPECT_FALSE(of({"vllm", "serve", "--config=serve.yaml"}).graphs_expected);
+}
+
+// SGLang (main 2026-08, server_args.py): decode graphs off by any spelling, or a per-phase configuration
+// kvremap does not read, means no capture can be relied on; prefill graphs alone off leave decode capture.
+TEST(Engine, SglangPerPhaseGraphFlags) {
+  const std::vector<std::string> launch = {"python3", "-m", "sglang.launch_server", "--model-path", "m"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = launch;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return of(argv);
+  };
+  EXPECT_EQ(with({"--disable-decode-cuda-graph"}).eager_reason, "--disable-decode-cuda-graph");
+  EXPECT_EQ(with({"--cuda-graph-backend-decode", "disabled"}).eager_reason, "--cuda-graph-backend-decode=disabled");
+  EXPECT_EQ(with({"--cuda-graph-backend-decode=DISABLED"}).eager_reason, "--cuda-graph-backend-decode=disabled");
+  EXPECT_FALSE(with({"--cuda-graph-config", R"({"decode": {"backend": "disabled"}})"}).graphs_expected);
+  EXPECT_TRUE(with({"--disable-prefill-cuda-graph"}).graphs_expected);
+  EXPECT_TRUE(with({"--disable-piecewise-cuda-graph"}).graphs_expected);
+  EXPECT_TRUE(with({"--cuda-graph-backend-decode", "full"}).graphs_expected);
+}
+
 TEST(Engine, MemoryFlagsForTheHints) {
   const EngineProfile v = of({"vllm", "serve", "m", "--gpu-memory-utilization=0.95", "--kv-cache-memory", "20GiB"});
   ASSERT_TRUE(v.gpu_memory_utilization);
