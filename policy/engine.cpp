@@ -113,19 +113,6 @@ bool vllm_mode_not_compile(std::span<const std::string> argv) {
   return mode && *mode != "VLLM_COMPILE" && *mode != "3";
 }
 
-// vLLM's FlexibleArgumentParser takes `--enforce_eager` for `--enforce-eager`
-// (utils/argparse_utils.py:314-334): flag names with their underscores made dashes, up to a `=` or
-// the `.` of a dotted config key. Values are kept as given.
-std::vector<std::string> dashed_flags(std::span<const std::string> argv) {
-  std::vector<std::string> out(argv.begin(), argv.end());
-  for (std::string& a : out) {
-    if (!a.starts_with("--")) continue;
-    const std::size_t end = std::min(a.find('='), a.find('.'));
-    std::replace(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(end, a.size())), '_', '-');
-  }
-  return out;
-}
-
 // vLLM's optimisation level 0: no compilation and no CUDA graphs.
 bool vllm_level_zero(std::span<const std::string> argv) {
   for (std::size_t i = 0; i < argv.size(); ++i) {
@@ -195,6 +182,16 @@ std::string_view to_string(EngineKind kind) {
       return "other";
   }
   return "other";
+}
+
+std::vector<std::string> dashed_flags(std::span<const std::string> argv) {
+  std::vector<std::string> out(argv.begin(), argv.end());
+  for (std::string& a : out) {
+    if (!a.starts_with("--")) continue;
+    const std::size_t end = std::min({a.find('='), a.find('.'), a.size()});
+    std::replace(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+  }
+  return out;
 }
 
 std::optional<EngineKind> title_kind(std::span<const std::string> argv) {

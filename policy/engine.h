@@ -38,6 +38,11 @@ std::vector<std::string> split_cmdline(std::string_view raw);
 // of the engine: the profile is then read from the nearest ancestor's.
 bool is_multiprocessing_child(std::span<const std::string> argv);
 
+// Flag names as the engines' parsers read them: vLLM's FlexibleArgumentParser takes `--enforce_eager`
+// for `--enforce-eager` (utils/argparse_utils.py:314-334). Underscores in a `--` argument become dashes
+// up to its `=` or the `.` of a dotted config key; values are kept as given.
+std::vector<std::string> dashed_flags(std::span<const std::string> argv);
+
 // The engine an engine's process title names, as setproctitle leaves /proc/<pid>/cmdline (the title,
 // then NULs): vLLM's "VLLM::EngineCore" and "VLLM::Worker_TP0" (v1/engine/core.py,
 // v1/executor/multiproc_executor.py), SGLang's "sglang::scheduler_TP0" (managers/scheduler.py).

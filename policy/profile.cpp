@@ -47,6 +47,24 @@ constexpr std::array kVllmIgnored{
     IgnoredFlag{"--gpu-memory-utilization", Takes::one_value},
     IgnoredFlag{"--kv-cache-memory", Takes::one_value},
     IgnoredFlag{"--kv-cache-memory-bytes", Takes::one_value},
+    // Front-end, logging and sampling flags that change no memory (ENGINES-2026.md finding 12).
+    IgnoredFlag{"--chat-template", Takes::one_value},
+    IgnoredFlag{"--tool-call-parser", Takes::one_value},
+    IgnoredFlag{"--reasoning-parser", Takes::one_value},
+    IgnoredFlag{"--ssl-keyfile", Takes::one_value},
+    IgnoredFlag{"--ssl-certfile", Takes::one_value},
+    IgnoredFlag{"--ssl-ca-certs", Takes::one_value},
+    IgnoredFlag{"--ssl-cert-reqs", Takes::one_value},
+    IgnoredFlag{"--allowed-origins", Takes::one_value},
+    IgnoredFlag{"--allowed-methods", Takes::one_value},
+    IgnoredFlag{"--allowed-headers", Takes::one_value},
+    IgnoredFlag{"--root-path", Takes::one_value},
+    IgnoredFlag{"--middleware", Takes::one_value},
+    IgnoredFlag{"--max-log-len", Takes::one_value},
+    IgnoredFlag{"--log-config-file", Takes::one_value},
+    IgnoredFlag{"--enable-log-outputs", Takes::nothing},
+    IgnoredFlag{"--seed", Takes::one_value},
+    IgnoredFlag{"--disable-fastapi-docs", Takes::nothing},
 };
 
 // SGLang: python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
@@ -60,6 +78,17 @@ constexpr std::array kSglangIgnored{
     IgnoredFlag{"--log-requests", Takes::nothing},
     IgnoredFlag{"--log-requests-level", Takes::one_value},
     IgnoredFlag{"--mem-fraction-static", Takes::one_value},
+    // Flags that change no memory; ports and addresses are often random per launch in scripts
+    // (ENGINES-2026.md finding 12).
+    IgnoredFlag{"--nccl-port", Takes::one_value},
+    IgnoredFlag{"--dist-init-addr", Takes::one_value},
+    IgnoredFlag{"--admin-api-key", Takes::one_value},
+    IgnoredFlag{"--chat-template", Takes::one_value},
+    IgnoredFlag{"--watchdog-timeout", Takes::one_value},
+    IgnoredFlag{"--random-seed", Takes::one_value},
+    IgnoredFlag{"--enable-metrics", Takes::nothing},
+    IgnoredFlag{"--crash-dump-folder", Takes::one_value},
+    IgnoredFlag{"--decode-log-interval", Takes::one_value},
 };
 
 template <std::size_t N>
@@ -320,8 +349,9 @@ std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind) {
 }
 
 std::vector<std::string> normalised_cmdline(std::span<const std::string> full_argv) {
-  // Secret flags and their values never reach a key (nor the profile file that stores it).
-  const std::vector<std::string> argv = without_secrets(full_argv);
+  // Secret flags and their values never reach a key (nor the profile file that stores it); flag names
+  // as the engine's parser reads them (`--a_b` is `--a-b`).
+  const std::vector<std::string> argv = dashed_flags(without_secrets(full_argv));
   std::vector<std::string> out;
   if (argv.empty()) return out;
   const std::string_view program = argv[0];

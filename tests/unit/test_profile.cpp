@@ -97,6 +97,27 @@ TEST(ProfileKey, SglangFlagsThatDoNotDecideMemoryAreDropped) {
   EXPECT_EQ(profile_file_name(vllm_key(kSglang)).rfind("sglang-", 0), 0u);
 }
 
+// Flags that change no memory, some random per launch in scripts (ENGINES-2026.md finding 12), and
+// spellings the engines' parsers take as one.
+TEST(ProfileKey, FrontEndFlagsRandomPortsAndSpellingsKeepTheKey) {
+  EXPECT_EQ(text_of(with(kVllm, {"--chat-template", "t.jinja", "--tool-call-parser", "hermes", "--reasoning-parser",
+                                 "qwen3", "--ssl-keyfile", "k.pem", "--ssl-certfile=c.pem", "--allowed-origins",
+                                 R"(["*"])", "--root-path", "/v1", "--middleware", "m.M", "--max-log-len", "100",
+                                 "--log-config-file", "l.json", "--enable-log-outputs", "--seed", "1234",
+                                 "--disable-fastapi-docs"})),
+            text_of(kVllm));
+  EXPECT_EQ(text_of(with(kSglang, {"--nccl-port", "41235", "--dist-init-addr", "10.0.0.1:5000", "--random-seed", "7",
+                                   "--chat-template", "t", "--watchdog-timeout", "600", "--enable-metrics",
+                                   "--crash-dump-folder", "/tmp/d", "--decode-log-interval", "40"})),
+            text_of(kSglang));
+  EXPECT_EQ(text_of(with(kSglang, {"--nccl-port", "41235"})), text_of(with(kSglang, {"--nccl-port=50111"})));
+  const Args dashes = {"vllm", "serve", "m", "--max-model-len", "4096", "--enforce-eager"};
+  const Args underscores = {"vllm", "serve", "m", "--max_model_len=4096", "--enforce_eager"};
+  EXPECT_EQ(text_of(dashes), text_of(underscores));
+  EXPECT_EQ(profile_file_name(vllm_key(dashes)), profile_file_name(vllm_key(underscores)));
+  EXPECT_NE(text_of(with(dashes, {"--max-num-seqs", "8"})), text_of(dashes)) << "a memory flag still counts";
+}
+
 TEST(ProfileKey, WhatDecidesMemoryChangesTheKey) {
   const ProfileKey base = vllm_key(kVllm);
   const std::string name = profile_file_name(base);
