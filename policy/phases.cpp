@@ -54,7 +54,7 @@ void PhaseTracker::observe_allocated_bytes(std::uint64_t bytes, std::uint64_t ti
 }
 
 bool PhaseTracker::kv_eligible() const {
-  if (!open_captures_.empty()) return false;
+  if (!open_captures_.empty() || kv_window_closed_) return false;
   if (phase_ == Phase::loading) return sizing_query_seen_;
   if (phase_ == Phase::profiling) return profiling_query_seen_;
   return false;
@@ -114,6 +114,8 @@ std::optional<PhaseChange> PhaseTracker::on_query(const Event&, const MemoryQuer
 
 std::optional<PhaseChange> PhaseTracker::on_kernel(const Event& event) {
   if (kernels_since_query_++ == 0) first_kernel_since_query_ns_ = event.time_ns;
+  if (open_captures_.empty() && kv_eligible() && ++eager_kernels_in_window_ >= rules_.profiling_min_kernels)
+    kv_window_closed_ = true;
   const bool run_broken = run_.count > 0 && ++run_.kernels_since_last > rules_.kv_max_kernels_between;
   if (phase_ == Phase::kv_allocation) {
     if (!run_broken) return std::nullopt;

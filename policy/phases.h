@@ -61,6 +61,10 @@ struct PhaseChange {
 //    of identical activations are far below kv_min_free_fraction of free memory.
 //    Allocations made while a capture is open (graph pools) never count, so vLLM's graph-memory
 //    estimate, which captures during profiling, leaves the phase at profiling.
+//  The KV window closes for good once profiling_min_kernels kernel launches (outside captures) have run
+//    while it was open and no KV burst was recognised: a forward pass ran after the sizing query, so
+//    whatever it allocates is activations, never KV (vLLM >= 0.29 backs the KV cache with one
+//    allocation, which is no burst; the compile warm-up after it allocates runs of equal buffers).
 //  kv_allocation -> post_kv_warmup: a module load, an allocation of another size, or more than
 //    kv_max_kernels_between kernel launches after the last KV allocation.
 //  kv_allocation or post_kv_warmup -> capture: the first capture begun after the KV burst.
@@ -91,6 +95,13 @@ class PhaseTracker {
   // KV placement: an allocation now may be part of the KV cache (its sizing query has been seen,
   // no capture is open, or the KV burst is under way).
   bool kv_window() const { return kv_eligible() || (phase_ == Phase::kv_allocation && open_captures_.empty()); }
+  // kv_window() as it will be once `launches` more kernel launches, not yet observed, are: the
+  // interposer counts launches without its lock and feeds them before the next event, but an
+  // allocation's placement is decided before that event is fed.
+  bool kv_window_after(std::uint32_t launches) const {
+    if (kv_eligible()) return eager_kernels_in_window_ + std::uint64_t{launches} < rules_.profiling_min_kernels;
+    return kv_window();
+  }
   // The size of each tensor of the recognised KV burst; 0 until one has been recognised.
   std::uint64_t kv_tensor_bytes() const { return kv_tensor_bytes_; }
   const PhaseRules& rules() const { return rules_; }
@@ -124,6 +135,8 @@ class PhaseTracker {
   bool weights_in_ = false;            // the post-weights query has been seen
   bool sizing_query_seen_ = false;     // loading: a query the KV cache may be sized from (see kv_eligible)
   bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
+  std::uint32_t eager_kernels_in_window_ = 0;  // launches outside captures while the KV window was open
+  bool kv_window_closed_ = false;              // a forward pass ran in the window: no KV burst now
 
   KvRun run_;  // during kv_allocation: the burst itself
   std::uint64_t kv_tensor_bytes_ = 0;

@@ -86,8 +86,9 @@ std::string nothing_deferred_reason(const KvState& k) {
   for (const auto& d : k.devices)
     if (d && !d->regions.empty())
       return fmt::format(
-          "device {} placed {} allocations in the arena but no KV burst was recognised (tag it with "
-          "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
+          "device {} placed {} allocations in the arena but no KV burst was recognised (a KV cache in one "
+          "allocation, as vLLM 0.29 and later make, is none: tag it with kvremap_tag_push(\"kv\") or name "
+          "its tensor size with KVREMAP_KV_TENSOR_BYTES)",
           d->device, d->regions.size());
   return fmt::format(
       "no allocation of at least KVREMAP_KV_MIN_BYTES={} was made after the engine's sizing memory "

@@ -18,8 +18,10 @@ using policy::Category;
 
 bool kv_window(int device) {
   std::lock_guard<std::mutex> g(S().lock);
-  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
-  return t && t->kv_window();
+  const auto di = static_cast<std::size_t>(device_index(device));
+  const auto& t = S().phases[di];
+  // Launches since the last event count: a forward pass that closed the window has run.
+  return t && t->kv_window_after(S().devices[di].pending_launches.load(std::memory_order_relaxed));
 }
 
 std::uint64_t kv_tensor_bytes(int device) {

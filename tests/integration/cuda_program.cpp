@@ -112,12 +112,18 @@ cudaGraph_t capture_with_allocation(cudaStream_t stream, cudaStreamCaptureMode m
   return graph;
 }
 
-int captures() {
+// Loads kPtx (a 10 MiB module) and returns its `touch` kernel.
+cudaKernel_t touch_kernel() {
   cudaLibrary_t library = nullptr;
   check(cudaLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == cudaSuccess,
         "library load (10MiB)");
   cudaKernel_t kernel = nullptr;
   check(cudaLibraryGetKernel(&kernel, library, "touch") == cudaSuccess, "get kernel");
+  return kernel;
+}
+
+int captures() {
+  cudaKernel_t kernel = touch_kernel();
   void* target = nullptr;
   check(cudaMalloc(&target, 1 * kMiB) == cudaSuccess, "outside capture 1MiB");
 
@@ -456,6 +462,53 @@ int kv_copy() {
   return failures;
 }
 
+// vLLM >= 0.29 with Model Runner V2 (ENGINES-2026.md sequence A): the sizing query after the profiling
+// forward, the whole KV cache in one allocation, then the compile warm-up, whose forward allocates a run
+// of equal activation buffers of 64 MiB and more and writes them while it runs. Those buffers must keep
+// their data: they are activations, not KV.
+int activations_after_kv() {
+  cudaKernel_t kernel = touch_kernel();
+  void* target = nullptr;
+  check(cudaMalloc(&target, kMiB) == cudaSuccess, "set-up buffer");
+  const auto forward = [&](int launches) {
+    void* args[] = {&target};
+    for (int i = 0; i < launches; ++i)
+      if (cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(1), args, 0, nullptr) != cudaSuccess)
+        return false;
+    return true;
+  };
+  size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "baseline memory query");
+  void* weights = nullptr;
+  check(cudaMalloc(&weights, 256 * kMiB) == cudaSuccess, "weights");
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query before profiling");
+  check(forward(100), "profiling forward");
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "sizing memory query after profiling");
+  void* kv = nullptr;
+  check(cudaMalloc(&kv, 128 * kMiB) == cudaSuccess && cudaMemset(kv, 0, 128 * kMiB) == cudaSuccess,
+        "the KV cache in one allocation");
+  check(forward(100), "compile warm-up forward");
+  unsigned char* activations[4] = {};
+  for (auto& a : activations) {
+    check(cudaMalloc(reinterpret_cast<void**>(&a), 64 * kMiB) == cudaSuccess, "activation buffer");
+    check(cudaMemset(a, 0x5a, 4096) == cudaSuccess && cudaMemset(a + 64 * kMiB - 4096, 0x5a, 4096) == cudaSuccess,
+          "written by the forward");
+  }
+  void* other = nullptr;
+  check(cudaMalloc(&other, 8 * kMiB) == cudaSuccess, "an allocation of another size");
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query after the warm-up");
+  check(forward(10), "more of the forward");
+  bool kept = true;
+  for (auto& a : activations) {
+    unsigned char first = 0, last = 0;
+    kept = kept && cudaMemcpy(&first, a, 1, cudaMemcpyDeviceToHost) == cudaSuccess &&
+           cudaMemcpy(&last, a + 64 * kMiB - 1, 1, cudaMemcpyDeviceToHost) == cudaSuccess && first == 0x5a &&
+           last == 0x5a;
+  }
+  check(kept, "every activation buffer kept what the forward wrote");
+  return failures;
+}
+
 // cudaMalloc(0) succeeds with a null pointer and allocates nothing; cudaFree(nullptr) frees nothing.
 int malloc_zero() {
   void* p = reinterpret_cast<void*>(0x1);
@@ -738,6 +791,7 @@ int main(int argc, char** argv) {
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
   if (mode == "kv-copy") return kv_copy();
+  if (mode == "activations-after-kv") return activations_after_kv();
   if (mode == "malloc-zero") return malloc_zero();
   if (mode == "exit-from-worker") return exit_from_worker();
   if (mode == "churn") return churn();
@@ -747,7 +801,7 @@ int main(int argc, char** argv) {
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   std::fprintf(stderr,
-               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|malloc-zero|exit-from-worker|"
+               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|activations-after-kv|malloc-zero|exit-from-worker|"
                "two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;

@@ -555,6 +555,23 @@ TEST(Interposer, PointerQueriesThatRevealNoBackingLeaveKvDeferred) {
   }
 }
 
+// A KV cache in one allocation is no burst; the run of equal activation buffers the compile warm-up
+// allocates after it (>= 64 MiB, written while their forward runs) is not taken for KV: nothing is
+// deferred, nothing of theirs is placed in the arena, and they keep their data.
+TEST(Interposer, ActivationsAfterAOneAllocationKvCacheAreNeverDeferred) {
+  const RunResult plain = run_plain("activations-after-kv");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  Traced t = run_traced("activations-after-kv", {"KVREMAP_MODE=defer"});
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_EQ(t.run.out, plain.out);
+  ASSERT_EQ(t.traces.size(), 1u);
+  for (const auto& e : t.traces[0].other_events) EXPECT_NE(e.name, "kv deferred") << e.args.dump();
+  EXPECT_NE(t.run.err.find("device 0 placed 1 allocations in the arena but no KV burst was recognised (a KV cache "
+                           "in one allocation"),
+            std::string::npos)
+      << "only the KV cache went into the arena: " << t.run.err;
+}
+
 // Legacy IPC of a KV tensor: the engine's own cudaMalloc would be shared, the arena's VMM memory cannot
 // be. Deferred or committed, the driver's error reaches the engine and kvremap says why, once; the
 // VMM handle behind the same address is retained in both states.

@@ -348,6 +348,34 @@ TEST(Phases, KvWindowOpensAtTheSizingQueryOnly) {
   EXPECT_TRUE(only_after.tracker.kv_window());
 }
 
+// vLLM >= 0.29 backs the whole KV cache with one allocation (ENGINES-2026.md sequence A): no burst. The
+// compile warm-up after it allocates runs of equal activation buffers >= 64 MiB while its forward runs:
+// the window has closed by then, so they are never taken for KV.
+TEST(Phases, AForwardPassAfterTheSizingQueryClosesTheKvWindow) {
+  Engine e;
+  vllm_until_sized(e);
+  ASSERT_TRUE(e.tracker.kv_window());
+  e.zeros(40 * GiB);  // torch.zeros(int8, L x blocks x page): the one KV allocation
+  EXPECT_TRUE(e.tracker.kv_window());
+  EXPECT_FALSE(e.tracker.kv_window_after(100)) << "launches not yet observed count";
+  EXPECT_TRUE(e.tracker.kv_window_after(10));
+  e.kernels(100);     // dummy runs for the compile sizes
+  EXPECT_FALSE(e.tracker.kv_window());
+  for (int i = 0; i < 4; ++i) e.alloc(1 * GiB);  // activation buffers of one size
+  e.query(4 * GiB);   // a later query does not open it again
+  for (int i = 0; i < 4; ++i) e.alloc(1 * GiB);
+  EXPECT_FALSE(e.tracker.kv_window());
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 0u);
+  EXPECT_EQ(e.tracker.current(), P::profiling) << "no KV burst was recognised";
+
+  Engine burst;  // per-layer tensors right after the query: recognised as before
+  vllm_until_sized(burst);
+  burst.kernels(10);  // attention backends' set-up
+  vllm_kv_and_capture(burst);
+  EXPECT_EQ(burst.path(), (std::vector<Phase>{P::init, P::loading, P::profiling, P::kv_allocation, P::post_kv_warmup,
+                                              P::capture, P::serving}));
+}
+
 }  // namespace
 
 namespace {

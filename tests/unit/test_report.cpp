@@ -77,6 +77,18 @@ TEST(Report, SummaryThatDisagreesWithEventsIsFlagged) {
   EXPECT_THAT(report, HasSubstr("  ! other 2 allocations/1 frees in events, 2/0 in summary\n"));
 }
 
+// A thread still inside a hook when the exit's wait ended (counts.hooks_in_flight) explains a
+// disagreement of its last operations: the report says so rather than leaving it unexplained.
+TEST(Report, ADisagreementWithThreadsStillInAHookSaysWhy) {
+  kvremap::trace::Trace trace = read_trace(data_path("complete.json"));
+  trace.summary->devices[0].categories["other"].frees = 2;
+  trace.summary->counts["hooks_in_flight"] = 1;
+  const std::string report = render_report(trace);
+  EXPECT_THAT(report, HasSubstr("categories from the summary (events disagree: 1 thread was still inside a hook at "
+                                "exit, whose last operations the summary counts and the events may lack)"));
+  EXPECT_THAT(report, HasSubstr("  ! other 2 allocations/1 frees in events, 2/2 in summary\n"));
+}
+
 TEST(Report, InternalEventsBecomeNotesAndUnknownCategoriesSortLast) {
   const std::string text =
       "[\n"
