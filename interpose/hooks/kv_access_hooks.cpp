@@ -256,26 +256,26 @@ KVREMAP_3D_BATCH_COPY_12080_HOOK(cuMemcpy3DBatchAsync_ptsz)
 #define KVREMAP_MEMSET_HOOK(exp, value_t)                                         \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count) {       \
     KVREMAP_ENTER(exp, dst, value, count);                                        \
-    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp);                  \
+    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0);      \
     return real(dst, value, count);                                               \
   }
 #define KVREMAP_MEMSET_ASYNC_HOOK(exp, value_t)                                                  \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count, CUstream stream) {     \
     KVREMAP_ENTER(exp, dst, value, count, stream);                                               \
-    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp);                                 \
+    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0);                     \
     return real(dst, value, count, stream);                                                      \
   }
 #define KVREMAP_MEMSET_2D_HOOK(exp, value_t)                                                                    \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height) {        \
     KVREMAP_ENTER(exp, dst, pitch, value, width, height);                                                       \
-    kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp);           \
+    kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp, value == 0); \
     return real(dst, pitch, value, width, height);                                                              \
   }
 #define KVREMAP_MEMSET_2D_ASYNC_HOOK(exp, value_t)                                                              \
   KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height,          \
                             CUstream stream) {                                                                  \
     KVREMAP_ENTER(exp, dst, pitch, value, width, height, stream);                                               \
-    kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp);           \
+    kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp, value == 0); \
     return real(dst, pitch, value, width, height, stream);                                                      \
   }
 KVREMAP_MEMSET_HOOK(cuMemsetD8_v2, unsigned char)

@@ -40,11 +40,18 @@ void defer_locked(DeviceKv& d) {
     log().warn("device {}: KV deferral skipped: synchronising the device failed", d.device);
     return;
   }
-  std::size_t kv_regions = 0;
+  std::size_t kv_regions = 0, written = 0;
+  const Placement* first_written = nullptr;
   for (Placement& r : d.regions) {
     r.kv = policy::is_kv(policy::ArenaPlacement{r.requested, r.tagged}, tensor);
     reclassify(r.base, r.kv);
     if (!r.kv) continue;
+    if (r.written_by != nullptr) {
+      // KV, kept backed: what the engine wrote there stays; the commit leaves it alone.
+      r.kv = false;
+      if (written++ == 0) first_written = &r;
+      continue;
+    }
     ++kv_regions;
     if (CUresult e = d.arena->defer(r.base); e != CUDA_SUCCESS) {
       log().warn("KV region at {:#x} stays backed: deferral failed with driver error {}", r.base, static_cast<int>(e));
@@ -68,6 +75,10 @@ void defer_locked(DeviceKv& d) {
                                .commit_mode = k.trigger_config.mode});
   });
   log().info("device {}: KV burst over: {} tensors of {} bytes deferred onto scratch", d.device, kv_regions, tensor);
+  if (written > 0)
+    log().warn("device {}: {} KV tensors stay backed, not deferred: the engine reached them before the deferral "
+               "(first {} of {:#x}), and a deferred tensor keeps only zero fills",
+               d.device, written, first_written->written_by, first_written->base);
   if (k.trigger_config.mode == policy::TriggerMode::automatic && !k.engine.graphs_expected)
     log().info("device {}: no CUDA-graph capture expected ({}): the KV cache is committed before the first launch",
                d.device, k.engine.eager_reason);
@@ -128,6 +139,18 @@ DeviceKv* device_holding(KvState& k, std::uint64_t address, std::uint64_t bytes)
     }
   }
   return nullptr;
+}
+
+// A write (or any access but a zero fill) into KV tensors whose device is still in its KV burst:
+// they are kept backed at the deferral (defer_locked).
+void note_burst_write(KvState& k, std::uint64_t address, std::uint64_t bytes, const char* api) {
+  const std::uint64_t end = address + std::max<std::uint64_t>(bytes, 1);
+  for (auto& slot : k.devices) {
+    if (!slot || !slot->arena || slot->deferred || slot->committed) continue;
+    for (Placement& r : slot->regions)
+      if (r.written_by == nullptr && address < r.base + slot->arena->region_bytes(r.base) && r.base < end)
+        r.written_by = api;
+  }
 }
 
 }  // namespace
@@ -272,9 +295,10 @@ void before(KvPoint point, std::uint64_t stream) {
   if (reason != policy::CommitReason::none) commit_locked(d, reason, call);
 }
 
-void touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
+void touch(std::uint64_t address, std::uint64_t bytes, const char* api, bool zero_fill) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
+  if (!zero_fill) note_burst_write(k, address, bytes, api);
   DeviceKv* d = device_holding(k, address, bytes);
   if (!d) return;
   if (capture_open()) {

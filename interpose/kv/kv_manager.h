@@ -40,7 +40,7 @@ inline bool nothing_before(KvPoint point) {
 bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result);
 bool release(CUdeviceptr ptr, const char* api, CUresult* result);
 void before(KvPoint point, std::uint64_t stream);
-void touch(std::uint64_t address, std::uint64_t bytes, const char* api);
+void touch(std::uint64_t address, std::uint64_t bytes, const char* api, bool zero_fill);
 bool region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size);
 std::size_t sizing_free(std::size_t reported, std::size_t total);
 }  // namespace kv_detail
@@ -69,9 +69,15 @@ inline void kv_before(KvPoint point, std::uint64_t stream = 0) {
   if (kv_mode() && !kv_detail::nothing_before(point)) kv_detail::before(point, stream);
 }
 // Before a copy, memset, IPC handle, export or range query of [address, address + bytes): commits
-// first when that touches deferred KV (the call could be serving reading or writing the cache).
-inline void kv_touch(std::uint64_t address, std::uint64_t bytes, const char* api) {
-  if (kv_mode() && kv_detail::g_pending.load(std::memory_order_relaxed) != 0) kv_detail::touch(address, bytes, api);
+// first when that touches deferred KV (the call could be serving reading or writing the cache). On a
+// KV tensor still in its burst, anything but a zero fill (`zero_fill`: a memset of zeros, which the
+// commit's zero-fill replays) keeps that tensor backed at the deferral, so what the engine wrote
+// there is never lost to scratch.
+inline void kv_touch(std::uint64_t address, std::uint64_t bytes, const char* api, bool zero_fill = false) {
+  if (!kv_mode()) return;
+  if (kv_detail::g_pending.load(std::memory_order_relaxed) != 0 ||
+      (!zero_fill && kv_detail::g_active.load(std::memory_order_relaxed) != 0))
+    kv_detail::touch(address, bytes, api, zero_fill);
 }
 // The KV arena placement holding `address`, as the engine allocated it: its base and the bytes it asked
 // for. A range query on it answers that whole range, as for a cudaMalloc of that size, whatever

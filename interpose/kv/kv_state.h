@@ -29,6 +29,9 @@ struct Placement {
   std::uint64_t requested = 0;
   bool kv = false;
   bool tagged = false;  // allocated under kvremap_tag_push("kv"): KV by the engine's own word
+  // The call that wrote something other than zeros into it before the deferral (copy, memset): it
+  // stays backed then, since only a zero fill is replayed at the commit. nullptr when none did.
+  const char* written_by = nullptr;
 };
 
 // One device's arena and where its KV cache stands; each device defers and commits on its own,

@@ -433,10 +433,19 @@ int kv_copy() {
   check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
   if (push) push("kv");
   unsigned char* kv[2] = {};
+  // BURST_WRITE (memset, copy): the engine writes into the second tensor right after allocating it,
+  // inside its KV burst.
+  const std::string burst_write = std::getenv("BURST_WRITE") ? std::getenv("BURST_WRITE") : "";
+  unsigned char written[4096];
+  for (std::size_t i = 0; i < sizeof written; ++i) written[i] = static_cast<unsigned char>(0x5a ^ (i * 13));
   for (auto& t : kv) {
     check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
     check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
   }
+  if (burst_write == "memset") check(cudaMemset(kv[1] + 65536, 0x5a, sizeof written) == cudaSuccess, "memset in the burst");
+  if (burst_write == "memset") std::memset(written, 0x5a, sizeof written);
+  if (burst_write == "copy")
+    check(cudaMemcpy(kv[1] + 65536, written, sizeof written, cudaMemcpyHostToDevice) == cudaSuccess, "copy in the burst");
   if (pop) pop();
   void* autotune = nullptr;
   check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
@@ -458,6 +467,12 @@ int kv_copy() {
         "read back");
   check(std::memcmp(back, pattern, sizeof back) == 0, "the copy is in the KV cache");
   check(other == 0, "the rest of the KV cache is zero");
+  if (!burst_write.empty()) {
+    unsigned char kept[sizeof written] = {};
+    check(cudaMemcpy(kept, kv[1] + 65536, sizeof kept, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              std::memcmp(kept, written, sizeof kept) == 0,
+          "what the burst wrote is still there");
+  }
   std::printf("kv-copy done\n");
   return failures;
 }

@@ -572,6 +572,29 @@ TEST(Interposer, ActivationsAfterAOneAllocationKvCacheAreNeverDeferred) {
       << "only the KV cache went into the arena: " << t.run.err;
 }
 
+// Data the engine writes into a KV tensor during its burst (a memset of another value than zero, a
+// copy) is never lost to scratch: that tensor stays backed (one line says so), the others are deferred,
+// and after the commit the engine reads back what it wrote.
+TEST(Interposer, WhatTheBurstWritesIntoKvSurvivesTheDeferral) {
+  for (const std::string write : {"memset", "copy"}) {
+    SCOPED_TRACE(write);
+    const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"BURST_WRITE=" + write}));
+    ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "BURST_WRITE=" + write});
+    EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    EXPECT_EQ(t.run.out, plain.out);
+    EXPECT_NE(t.run.out.find("what the burst wrote is still there: ok"), std::string::npos) << t.run.out;
+    ASSERT_EQ(t.traces.size(), 1u);
+    std::size_t regions = 0;
+    for (const auto& e : t.traces[0].other_events)
+      if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+    EXPECT_EQ(regions, 1u) << "the tensor not written is deferred";
+    const std::string line = "1 KV tensors stay backed, not deferred: the engine reached them before the deferral";
+    EXPECT_NE(t.run.err.find(line), std::string::npos) << t.run.err;
+    EXPECT_EQ(t.run.err.find(line), t.run.err.rfind(line)) << "one line";
+  }
+}
+
 // Legacy IPC of a KV tensor: the engine's own cudaMalloc would be shared, the arena's VMM memory cannot
 // be. Deferred or committed, the driver's error reaches the engine and kvremap says why, once; the
 // VMM handle behind the same address is retained in both states.
