@@ -106,8 +106,10 @@ std::optional<std::string> compilation_value(std::span<const std::string> argv, 
   return value;
 }
 
-// vLLM runs without CUDA graphs unless its compilation mode is VLLM_COMPILE (3), the default:
-// config/vllm.py:1425-1436 sets cudagraph_mode to NONE for any other mode (`-cc.mode=none`).
+// vLLM sets a piecewise cudagraph mode (its default, FULL_AND_PIECEWISE, is one) to NONE when the
+// compilation mode is not VLLM_COMPILE (3), the default (config/vllm.py:1425-1436): `-cc.mode=none`.
+// Any other mode is taken to mean no graphs, whatever cudagraph_mode says: only FULL modes would
+// survive it, and expecting no graphs is never wrong.
 bool vllm_mode_not_compile(std::span<const std::string> argv) {
   const std::optional<std::string> mode = compilation_value(argv, "mode");
   return mode && *mode != "VLLM_COMPILE" && *mode != "3";
