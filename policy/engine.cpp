@@ -162,6 +162,9 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         p.eager_reason = "--disable-decode-cuda-graph";
       else if (auto backend = flag_value(flags, "--cuda-graph-backend-decode"); backend && upper(*backend) == "DISABLED")
         p.eager_reason = "--cuda-graph-backend-decode=disabled";
+      else if (flag_on(flags, "--enable-mis"))
+        // Multi-item scoring turns both graph phases off (server_args.py, _handle_multi_item_scoring).
+        p.eager_reason = "--enable-mis";
       else if (flag_value(flags, "--cuda-graph-config"))
         p.eager_reason = "--cuda-graph-config (a per-phase configuration kvremap does not read)";
       break;

@@ -101,6 +101,7 @@ TEST(Engine, SglangPerPhaseGraphFlags) {
   EXPECT_EQ(with({"--cuda-graph-backend-decode", "disabled"}).eager_reason, "--cuda-graph-backend-decode=disabled");
   EXPECT_EQ(with({"--cuda-graph-backend-decode=DISABLED"}).eager_reason, "--cuda-graph-backend-decode=disabled");
   EXPECT_FALSE(with({"--cuda-graph-config", R"({"decode": {"backend": "disabled"}})"}).graphs_expected);
+  EXPECT_EQ(with({"--enable-mis"}).eager_reason, "--enable-mis");
   EXPECT_TRUE(with({"--disable-prefill-cuda-graph"}).graphs_expected);
   EXPECT_TRUE(with({"--disable-piecewise-cuda-graph"}).graphs_expected);
   EXPECT_TRUE(with({"--cuda-graph-backend-decode", "full"}).graphs_expected);
