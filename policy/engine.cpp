@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "policy/printable.h"
 #include "policy/units.h"
 
 namespace kvremap::policy {
@@ -130,7 +131,7 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.eager_reason.clear();
   if (title_kind(argv) && p.kind != EngineKind::other) {
     // Flags decide whether the engine captures graphs; without them, nothing may rest on graphs.
-    p.eager_reason = "only the process title " + argv.front() + " was readable, none of the engine's flags";
+    p.eager_reason = "only the process title " + printable(argv.front()) + " was readable, none of the engine's flags";
     return;
   }
   const std::vector<std::string> flags = dashed_flags(argv);
@@ -144,7 +145,7 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
       else if (vllm_cudagraph_mode_none(flags))
         p.eager_reason = "cudagraph_mode NONE";
       else if (vllm_mode_not_compile(flags))
-        p.eager_reason = "compilation mode " + *compilation_value(flags, "mode") + " (cudagraph_mode NONE)";
+        p.eager_reason = "compilation mode " + printable(*compilation_value(flags, "mode")) + " (cudagraph_mode NONE)";
       else if (vllm_level_zero(flags))
         p.eager_reason = "-O0";
       else if (flag_value(flags, "--config"))
