@@ -129,6 +129,7 @@ bool vllm_level_zero(std::span<const std::string> argv) {
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.graphs_expected = false;
   p.eager_reason.clear();
+  p.kv_connector.clear();
   if (title_kind(argv) && p.kind != EngineKind::other) {
     // Flags decide whether the engine captures graphs; without them, nothing may rest on graphs.
     p.eager_reason = "only the process title " + printable(argv.front()) + " was readable, none of the engine's flags";
@@ -137,6 +138,12 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   const std::vector<std::string> flags = dashed_flags(argv);
   switch (p.kind) {
     case EngineKind::vllm:
+      // `--kv-transfer-config '{...}'` or its dotted keys, `--kv-transfer-config.kv_connector=…`
+      // (engine/arg_utils.py:1636; FlexibleArgumentParser's dotted config arguments).
+      for (const std::string& f : flags)
+        if (f == "--kv-transfer-config" || f.starts_with("--kv-transfer-config=") ||
+            f.starts_with("--kv-transfer-config."))
+          p.kv_connector = "--kv-transfer-config";
       if (auto v = flag_value(flags, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
       for (std::string_view flag : {"--kv-cache-memory", "--kv-cache-memory-bytes"})
         if (auto v = flag_value(flags, flag)) p.kv_cache_memory = parse_size(*v);
@@ -153,6 +160,9 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         p.eager_reason = "--config (flags in a file kvremap does not read)";
       break;
     case EngineKind::sglang:
+      // "null" (the default), "prefill" or "decode" (server_args.py:2254-2257).
+      if (auto mode = flag_value(flags, "--disaggregation-mode"); mode && *mode != "null")
+        p.kv_connector = "--disaggregation-mode " + printable(*mode);
       if (auto v = flag_value(flags, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
       // Decode graphs are what SGLang captures by default; prefill graphs are subject to its per-platform
       // auto-disable (server_args.py:3100-3130), so without decode graphs no capture can be relied on.

@@ -14,8 +14,8 @@ enum class EngineKind : std::uint8_t { vllm, sglang, other };
 std::string_view to_string(EngineKind kind);
 
 // What kvremap knows of the engine before its start-up decides anything.
-// vLLM's --gpu-memory-utilization when the command line does not give one.
-inline constexpr double kVllmDefaultUtilization = 0.9;
+// vLLM's --gpu-memory-utilization when the command line does not give one (config/cache.py:80).
+inline constexpr double kVllmDefaultUtilization = 0.92;
 
 struct EngineProfile {
   EngineKind kind = EngineKind::other;
@@ -29,6 +29,12 @@ struct EngineProfile {
   std::optional<double> gpu_memory_utilization;  // vLLM --gpu-memory-utilization
   std::optional<double> mem_fraction_static;     // SGLang --mem-fraction-static
   std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory(-bytes)
+  // The flag that hands the KV cache to a KV connector or to prefill/decode disaggregation (vLLM
+  // `--kv-transfer-config`, SGLang `--disaggregation-mode prefill|decode`), printable; empty without one.
+  // The engine registers its KV cache with the connector right after allocating it (vLLM
+  // gpu_model_runner.py:7807-7812, `register_kv_caches`; SGLang's Mooncake `batch_register`), by legacy
+  // CUDA IPC (LMCache), which VMM memory refuses, or for RDMA: KV then stays out of the arena.
+  std::string kv_connector;
 };
 
 // Splits /proc/<pid>/cmdline's NUL-separated contents into arguments.

@@ -288,6 +288,16 @@ void Engine::allocate_kv() {
     }
   kv_expected_.fill(0u);
   verify_kv("after torch.zeros");
+  if (!o_.kv_connector.empty()) {
+    // vLLM registers the KV cache with its connector right after allocating it
+    // (v1/worker/gpu_model_runner.py:7807-7812, register_kv_caches); LMCache's multi-process adapter
+    // wraps every KV tensor in a legacy CUDA IPC handle (lmcache_integration/multi_process_adapter.py:25).
+    for (const Tensor& t : kv_) {
+      cudaIpcMemHandle_t handle{};
+      VLLM_LIKE_CHECK(cudaIpcGetMemHandle(&handle, t.ptr));
+    }
+    std::printf("vllm_like: phase kv-cache: registered %zu KV tensors with the KV connector (CUDA IPC)\n", kv_.size());
+  }
   std::printf("vllm_like: phase kv-cache: %zu KV tensors of %s + %zu persistent buffers, free %s GiB\n", kv_.size(),
               format_size(per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
 }

@@ -24,11 +24,12 @@ enum class FirstRequest { graph_replays, eager_prefill };
 
 struct EngineOptions {
   EngineKind kind = EngineKind::vllm;
-  double gpu_memory_utilization = 0.9;  // vLLM's default
+  double gpu_memory_utilization = 0.92;  // vLLM's default (config/cache.py:80)
   double mem_fraction_static = 0.88;
   FirstRequest first_request = FirstRequest::graph_replays;
   bool cuda_graphs = true;                       // false: vLLM --enforce-eager, SGLang --disable-cuda-graph
   std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory: KV size given, not profiled
+  std::string kv_connector;                      // vLLM --kv-transfer-config: empty without a connector
   int device = 0;                                // also the rank: the launcher runs rank r on device r
 };
 

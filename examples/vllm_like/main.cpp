@@ -39,9 +39,11 @@ void print_usage() {
       "  --scenario FILE              memory figures of one engine rank (see README.md)\n"
       "  --engine vllm|sglang         start-up sequence to follow (default vllm)\n"
       "vLLM:\n"
-      "  --gpu-memory-utilization U   share of the device the engine may use, 0 < U <= 1 (default 0.9)\n"
+      "  --gpu-memory-utilization U   share of the device the engine may use, 0 < U <= 1 (default 0.92)\n"
       "  --kv-cache-memory SIZE       KV cache size as given (\"20GiB\" or bytes); profiling still runs\n"
       "  --enforce-eager              no CUDA-graph capture; serving runs eager forwards only\n"
+      "  --kv-transfer-config JSON    a KV connector: each KV tensor is registered by CUDA IPC right\n"
+      "                               after its allocation (LMCache's multi-process adapter)\n"
       "  --first-request graph-replays|eager-prefill\n"
       "                               first serving step: graph replays (default) or an eager prefill\n"
       "                               longer than the largest captured size\n"
@@ -118,6 +120,9 @@ Cli parse_cli(int argc, char** argv) {
       vllm_only.emplace_back(arg);
     } else if (arg == "--kv-cache-memory" && has_value) {
       cli.engine.kv_cache_memory = size_argument("--kv-cache-memory", argv[++i]);
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--kv-transfer-config" && has_value) {
+      cli.engine.kv_connector = argv[++i];
       vllm_only.emplace_back(arg);
     } else if (arg == "--enforce-eager") {
       cli.engine.cuda_graphs = false;

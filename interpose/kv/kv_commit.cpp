@@ -114,7 +114,8 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   });
   if (plan.deficit_bytes > 0 && o.deficit == policy::DeficitWhen::restart && restart_would_help(state, k))
     restart_for_profile(K(), k, plan, in.headroom_bytes);
-  if (plan.verdict == policy::CommitVerdict::fail) stop(plan.message, kExitKvDoesNotFit);
+  if (plan.verdict == policy::CommitVerdict::fail)
+    stop(plan.message + write_profile_before_stop(K(), k, plan, in.headroom_bytes), kExitKvDoesNotFit);
   // Each tensor as planned: its first bytes on the device, its end on host memory. A failed commit
   // leaves its region on scratch, so it can be tried again: once more for a transient driver error;
   // with its whole tensor on host memory when the device ran out after all. Either way only that

@@ -84,8 +84,21 @@ void defer_locked(DeviceKv& d) {
                d.device, k.engine.eager_reason);
 }
 
+// A KV connector on the engine's command line keeps KV out of the arena, unless the user says which
+// allocations are KV: KVREMAP_KV_TENSOR_BYTES, or a `kv` tag (checked where it applies, in allocate).
+bool keeps_kv_for_connector(const KvState& k) {
+  return !k.engine.kv_connector.empty() && options().kv_tensor_bytes == 0;
+}
+
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
+  if (keeps_kv_for_connector(k) && std::none_of(k.devices.begin(), k.devices.end(),
+                                                [](const auto& d) { return d && !d->regions.empty(); }))
+    return fmt::format(
+        "the engine's command line hands its KV cache to a KV connector ({}), which registers it right after "
+        "allocating it (by CUDA IPC, which VMM memory refuses, or for RDMA): it stays out of the arena; tag it "
+        "with kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES to defer it anyway",
+        k.engine.kv_connector);
   for (const auto& d : k.devices)
     if (d && d->arena_failed) return fmt::format("the KV arena of device {} could not be reserved", d->device);
   for (const auto& d : k.devices)
@@ -118,7 +131,7 @@ void warn_if_nothing_deferred(KvState& k) {
   // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
   // program (defer is the default mode) gets it at info level.
   const bool expected =
-      k.engine.kind != policy::EngineKind::other || std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
+      (k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) || std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
         return d && (d->arena || d->arena_failed || d->placements_refused > 0);
       });
   if (expected) {
@@ -165,6 +178,7 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
+  if (tag != KvTag::kv && keeps_kv_for_connector(k)) return false;
   DeviceKv& d = k.at(device);
   policy::PlacementQuery q;
   q.bytes = bytes;

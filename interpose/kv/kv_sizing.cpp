@@ -206,6 +206,18 @@ void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan
   std::_Exit(policy::kExitRestartForProfile);
 }
 
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan,
+                                      std::uint64_t headroom) {
+  // Unlike the restart, a start a profile already sized also writes: its figures are the newer ones,
+  // and no automatic restart can loop on them.
+  if (options().sizing == policy::SizingWhen::engine || policy::sizing_not_applicable(k.engine) ||
+      !sizing_query(d.device))
+    return "";
+  measure_profile(d, plan, headroom);
+  if (!write_profile(k, d)) return "";
+  return "; this start's profile is written, so the same command started again is sized from it";
+}
+
 // After the commit: one line when a profile's shift did not reach the query the engine sized from.
 void report_sizing_outcome(const DeviceKv& d) {
   if (!d.step || d.step->shift_bytes == 0) return;

@@ -108,6 +108,11 @@ bool restart_would_help(const KvState& k, const DeviceKv& d);
 // Writes the profile and exits with policy::kExitRestartForProfile; returns only when no profile
 // could be written.
 void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom);
+// A `fail` verdict (KVREMAP_DEFICIT=fail, or `host` with no host memory tier): the profile is written
+// before the stop, so the same command started again is sized from what this start measured.
+// Returns the words the stop's line ends with ("" when no profile applies or none could be written).
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan,
+                                      std::uint64_t headroom);
 // After the commit: one warning when a profile's shift did not reach the query the engine sized from.
 void report_sizing_outcome(const DeviceKv& d);
 

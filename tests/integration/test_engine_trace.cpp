@@ -218,9 +218,13 @@ TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
                                                  "kv profile written", "kv serving peaks", "kv profile written"}));
 }
 
+// The stop writes this start's profile first: the same command started again, without `kvremap run`,
+// is sized from it and serves.
 TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
-  const RunResult r = run_engine(
-      "0.95", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail", "KVREMAP_TRACE=off"});
+  const std::string profiles = make_temp_dir();
+  const std::vector<std::string> env = {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_DEFICIT=fail",
+                                        "KVREMAP_TRACE=off", "KVREMAP_PROFILE_DIR=" + profiles};
+  const RunResult r = run_engine("0.95", env);
   EXPECT_EQ(r.exit_code, 78) << "kvremap's own status for a KV cache that cannot be backed";
   // 0.95 of 79.19 GiB leaves about half a GiB too little once post-KV work and the serving
   // activations are counted: the message names it and the utilisation that fits.
@@ -228,7 +232,52 @@ TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
       r.err, std::regex(R"(kvremap: the KV cache \(23\.16 GiB\) does not fit: 0\.5[0-9] GiB missing on the device)")))
       << r.err;
   EXPECT_NE(r.err.find("--gpu-memory-utilization 0.94"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex(R"(GiB missing on the device [^\n]*; this start's profile is written, so the same command )"
+                        R"(started again is sized from it\n)")))
+      << "one line: " << r.err;
   EXPECT_EQ(r.out.find("started"), std::string::npos) << "never serves from scratch memory";
+
+  const RunResult again = run_engine("0.95", env);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_GT(started_kv_gib(again.out), 0.0) << again.out;
+  EXPECT_NE(again.out.find("KV verified"), std::string::npos) << again.out;
+  EXPECT_NE(again.err.find("sizing this start from profile "), std::string::npos) << again.err;
+}
+
+// A KV connector on vLLM's command line (here LMCache's multi-process adapter, which registers every KV
+// tensor by legacy CUDA IPC right after allocating it, and VMM memory refuses that) keeps the KV cache
+// out of the arena: the start runs as stock does, and one info line and the trace say why nothing was
+// deferred.
+TEST(EngineTrace, AKvConnectorKeepsTheKvCacheOutOfTheArena) {
+  const std::vector<std::string> argv = {vllm_program(), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization",
+                                         "0.8", "--kv-transfer-config",
+                                         R"({"kv_connector":"LMCacheMPConnector","kv_role":"kv_both"})"};
+  const RunResult stock = run_program(argv, scenario_env(), {"LD_PRELOAD"}, 120, 9);
+  ASSERT_EQ(stock.exit_code, 0) << stock.out << stock.err;
+  const std::string dir = make_temp_dir();
+  std::vector<std::string> env = scenario_env();
+  for (const std::string& e : {std::string("LD_PRELOAD=" KVREMAP_PRELOAD), std::string("KVREMAP_MODE=defer"),
+                               "KVREMAP_TRACE_DIR=" + dir, std::string("KVREMAP_LOG_LEVEL=info")})
+    env.push_back(e);
+  const RunResult r = run_program(argv, env, {"LD_PRELOAD"}, 120, 9);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("registered 48 KV tensors with the KV connector (CUDA IPC)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV verified"), std::string::npos) << r.out;
+  EXPECT_EQ(started_kv_gib(r.out), started_kv_gib(stock.out));
+  const std::string line =
+      "KVREMAP_MODE=defer deferred nothing: the engine's command line hands its KV cache to a KV connector "
+      "(--kv-transfer-config)";
+  std::size_t lines = 0;
+  for (std::size_t at = r.err.find(line); at != std::string::npos; at = r.err.find(line, at + 1)) ++lines;
+  EXPECT_EQ(lines, 1u) << r.err;
+  EXPECT_EQ(r.err.find("warn"), std::string::npos) << "an info line, no warning: " << r.err;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  std::vector<std::string> kv_events;
+  for (const auto& e : kvremap::trace::read_trace(files[0]).other_events)
+    if (e.cat == "kv") kv_events.push_back(e.name);
+  EXPECT_EQ(kv_events, std::vector<std::string>{"kv nothing deferred"});
 }
 
 // Stock sizing at 0.95 runs out of memory in post-KV autotuning. The trace holds one snapshot per

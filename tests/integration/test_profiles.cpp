@@ -718,12 +718,12 @@ TEST(ProfileTrust, OutOfRangeProfilesAreIgnoredWithOneLine) {
   }
 }
 
-// A start a profile sized and that stopped before its commit (here the `fail` verdict: its post-KV
-// work grew, so the old profile's shift was not enough) leaves the profile marked; the next start is
-// not sized from it (one line names it), commits, rewrites the profile and clears the mark, and the
-// start after that is sized from the new profile. The line naming the profile that sized a start is
-// logged at the default level.
-TEST(ProfileTrust, AStartThatFailedBeforeItsCommitMarksItsProfile) {
+// A start a profile sized that died before its commit (here the engine itself runs out of memory: its
+// autotuning grew past anything the deferral frees) leaves the profile marked; the next start is not
+// sized from it (one line names it), commits, rewrites the profile and clears the mark, and the start
+// after that is sized from the new profile. The line naming the profile that sized a start is logged
+// at the default level.
+TEST(ProfileTrust, AStartThatDiedBeforeItsCommitMarksItsProfile) {
   const std::string dir = make_temp_dir(), profiles = make_temp_dir();
   const std::string scenario = dir + "/seed.json";
   const std::string text = slurp(SEED_SCENARIO);
@@ -735,17 +735,18 @@ TEST(ProfileTrust, AStartThatFailedBeforeItsCommitMarksItsProfile) {
   const std::string profile = contents(profiles).profiles.at(0);
   const std::string marker = profile + ".unconfirmed";
 
-  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  const std::string grown = std::regex_replace(text, std::regex(R"("peak": "11GiB")"), R"("peak": "70GiB")");
   ASSERT_NE(grown, text);
   std::ofstream(scenario, std::ios::trunc) << grown;
-  const Start failed = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
-  EXPECT_EQ(failed.run.exit_code, 78) << failed.run.err;
+  const Start failed = start(argv, profiles);
+  EXPECT_EQ(failed.run.exit_code, 5) << "the engine's own out-of-memory exit: " << failed.run.err;
   ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
   EXPECT_EQ(failed.event("kv committed"), nullptr);
   EXPECT_EQ(lines_with(failed.run.err, "sizing this start from profile " + profile + " (shift "), 1u)
       << "named at the default level: " << failed.run.err;
   EXPECT_TRUE(fs::exists(marker));
 
+  std::ofstream(scenario, std::ios::trunc) << text;
   const Start next = start(argv, profiles);
   EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
   EXPECT_EQ(next.event("kv sizing adjusted"), nullptr) << "not sized from the profile again";
@@ -763,4 +764,44 @@ TEST(ProfileTrust, AStartThatFailedBeforeItsCommitMarksItsProfile) {
   EXPECT_NE(after.event("kv sizing adjusted"), nullptr) << "sized from the rewritten profile";
   EXPECT_EQ(after.u("kv committed", "host_bytes"), 0u);
   EXPECT_FALSE(fs::exists(marker));
+}
+
+// A `fail` stop writes its profile before it exits, also when a profile sized it (its post-KV work
+// grew, so the old profile's shift was not enough): the same command started again, without `kvremap
+// run`, is sized from the newer figures and fits on the device.
+TEST(ProfileTrust, AFailStopRewritesTheProfileSoTheSameCommandFitsNextTime) {
+  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
+  const std::string scenario = dir + "/seed.json";
+  const std::string text = slurp(SEED_SCENARIO);
+  std::ofstream(scenario) << text;
+  std::vector<std::string> argv = vllm_argv("0.95");
+  argv[2] = scenario;
+  const Start first = start(argv, profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  const std::string profile = contents(profiles).profiles.at(0);
+  const auto before = read_back(profile);
+  ASSERT_TRUE(before.profile) << before.problem;
+
+  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  ASSERT_NE(grown, text);
+  std::ofstream(scenario, std::ios::trunc) << grown;
+  const Start failed = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
+  EXPECT_EQ(failed.run.exit_code, 78) << failed.run.err;
+  ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
+  EXPECT_EQ(failed.event("kv committed"), nullptr);
+  ASSERT_NE(failed.event("kv profile written"), nullptr);
+  EXPECT_EQ(lines_with(failed.run.err, "; this start's profile is written, so the same command started again is "
+                                       "sized from it"),
+            1u)
+      << failed.run.err;
+  EXPECT_FALSE(fs::exists(profile + ".unconfirmed")) << "a written profile is confirmed";
+  const auto rewritten = read_back(profile);
+  ASSERT_TRUE(rewritten.profile) << rewritten.problem;
+  EXPECT_NE(rewritten.profile->sizing_shift_bytes, before.profile->sizing_shift_bytes) << "the failed start's figures";
+
+  const Start next = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
+  EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
+  EXPECT_NE(next.event("kv sizing adjusted"), nullptr) << "sized from the rewritten profile";
+  EXPECT_EQ(next.u("kv committed", "host_bytes"), 0u);
+  EXPECT_NE(next.run.out.find("KV verified"), std::string::npos) << next.run.out;
 }

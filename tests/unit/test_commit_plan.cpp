@@ -151,9 +151,9 @@ TEST(CommitPlanHints, VllmUnderAndWithoutKvremapDifferByTheTransient) {
 TEST(CommitPlanHints, VllmWithoutAUtilisationFlagStartsFromItsDefaultAndKvCacheMemoryWins) {
   CommitInputs in = seed(0);
   in.engine = EngineKind::vllm;
-  // 4 GiB of 80 = 0.05: 0.90 - 0.05 = 0.85 exactly, not 0.84.
+  // 4 GiB of 80 = 0.05: 0.92 - 0.05 = 0.87 exactly, not 0.86.
   EXPECT_EQ(next_start_hint(in, -static_cast<std::int64_t>(4 * kGiB)),
-            "next start, with or without kvremap: --gpu-memory-utilization 0.85 (from the default 0.90) or "
+            "next start, with or without kvremap: --gpu-memory-utilization 0.87 (from the default 0.92) or "
             "--kv-cache-memory " +
                 std::to_string(16 * kGiB));
   in.kv_cache_memory = 20 * kGiB;
@@ -180,7 +180,7 @@ TEST(CommitPlanHints, OtherEnginesGetTheKvBytesThatFitAndBothEnginesForms) {
   CommitInputs in = seed(0);
   const std::string hint = next_start_hint(in, -static_cast<std::int64_t>(2 * kGiB));
   EXPECT_EQ(hint, "next start, with or without kvremap: a KV cache of " + std::to_string(18 * kGiB) +
-                      " bytes (18.00 GiB) fits: vLLM --gpu-memory-utilization 0.87 (from the default 0.90) or "
+                      " bytes (18.00 GiB) fits: vLLM --gpu-memory-utilization 0.89 (from the default 0.92) or "
                       "--kv-cache-memory " +
                       std::to_string(18 * kGiB) + "; SGLang --mem-fraction-static 0.03 lower");
 }

@@ -43,6 +43,32 @@ TEST(Engine, AModelNameLaterOnTheLineDoesNotNameTheEngine) {
   EXPECT_EQ(p.eager_reason, "not a recognised engine (vLLM, SGLang)");
 }
 
+// vLLM's --kv-transfer-config (engine/arg_utils.py:1636), also as dotted keys and with underscores;
+// SGLang's --disaggregation-mode prefill|decode, "null" being its default (server_args.py:2254-2257).
+TEST(Engine, KvConnectorsAndDisaggregationOfEachEngine) {
+  const std::string json = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {"vllm", "serve", "m", "--kv-transfer-config", json},
+           {"vllm", "serve", "m", "--kv-transfer-config=" + json},
+           {"vllm", "serve", "m", "--kv_transfer_config", json},
+           {"vllm", "serve", "m", "--kv-transfer-config.kv_connector=LMCacheConnectorV1"},
+           {"vllm", "serve", "m", "--kv_transfer_config.kv_connector", "NixlConnector"}}) {
+    SCOPED_TRACE(argv[3]);
+    EXPECT_EQ(of(argv).kv_connector, "--kv-transfer-config");
+    EXPECT_TRUE(of(argv).graphs_expected) << "a connector says nothing of graphs";
+  }
+  EXPECT_EQ(of({"vllm", "serve", "m", "--kv-events-config", json}).kv_connector, "") << "events are not a connector";
+  EXPECT_EQ(of({"vllm", "serve", "m"}).kv_connector, "");
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill"}).kv_connector,
+            "--disaggregation-mode prefill");
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disaggregation_mode=decode"}).kv_connector,
+            "--disaggregation-mode decode");
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disaggregation-mode", "null"}).kv_connector, "");
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--kv-transfer-config", json}).kv_connector, "")
+      << "a vLLM flag on an SGLang line";
+  EXPECT_EQ(of({"myserver", "--kv-transfer-config", json}).kv_connector, "") << "not a recognised engine";
+}
+
 TEST(Engine, EagerFlagsOfEachEngine) {
   EXPECT_EQ(of({"vllm", "serve", "m", "--enforce-eager"}).eager_reason, "--enforce-eager");
   EXPECT_TRUE(of({"vllm", "serve", "m", "--enforce-eager=false"}).graphs_expected);

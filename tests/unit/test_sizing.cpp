@@ -98,7 +98,7 @@ TEST(Sizing, AnotherShareMovesTheShiftByTheDifference) {
 TEST(Sizing, TheShareIsVllmsUtilisation) {
   EngineProfile vllm;
   vllm.kind = EngineKind::vllm;
-  EXPECT_EQ(memory_share(vllm), 0.9) << "vLLM's default";
+  EXPECT_EQ(memory_share(vllm), 0.92) << "vLLM's default";
   vllm.gpu_memory_utilization = 0.95;
   EXPECT_EQ(memory_share(vllm), 0.95);
   vllm.kv_cache_memory = kGiB;
