@@ -33,6 +33,8 @@ std::string_view to_string(CommitReason reason) {
       return "first launch";
     case CommitReason::manual:
       return "kvremap_commit";
+    case CommitReason::serving_port_open:
+      return "kernel launch after the serving port opened";
   }
   return "none";
 }
@@ -61,6 +63,7 @@ bool CommitTrigger::is_capture_stream(std::uint64_t stream) const {
 
 CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream) {
   if (!can_commit()) return CommitReason::none;
+  if (serving_) return CommitReason::serving_port_open;
   switch (config_.mode) {
     case TriggerMode::first_launch:
       return CommitReason::first_launch;

@@ -31,6 +31,7 @@ enum class CommitReason : std::uint8_t {
   launch_without_graphs,       // a kernel after the burst of an engine that will not capture
   first_launch,                // KVREMAP_COMMIT=first-launch
   manual,                      // kvremap_commit()
+  serving_port_open,           // a kernel after the engine's server began listening: serving, whatever the flags said
 };
 std::string_view to_string(CommitReason reason);
 
@@ -44,8 +45,11 @@ std::string_view to_string(CommitReason reason);
 // - while any capture is open: everything (a capture records work rather than running it, and
 //   committing would synchronise, which a capture forbids).
 // Any graph launch outside capture, and any access to a KV tensor by copy, memset, export or range
-// query, commits. Without graphs expected the first launch after the burst commits. Memory queries
-// never decide: engines query between captures.
+// query, commits. Without graphs expected the first launch after the burst commits. Once the engine's
+// server listens on its serving port (in any process of the engine: serving_started()), every kernel
+// launch commits in every mode: the engines listen only after their start-up, so no window extends
+// past it, however the flags misjudged the captures. Memory queries never decide: engines query
+// between captures.
 class CommitTrigger {
  public:
   explicit CommitTrigger(TriggerConfig config) : config_(config) {}
@@ -54,6 +58,8 @@ class CommitTrigger {
   void arm();
   void capture_began(std::uint64_t stream);
   void capture_ended(std::uint64_t stream);
+  // The engine's server listens: no start-up window is open from here on.
+  void serving_started() { serving_ = true; }
 
   // Decision points, each before the call reaches the driver. Never a commit while a capture is
   // open, before arm(), or after committed().
@@ -76,6 +82,7 @@ class CommitTrigger {
   TriggerConfig config_;
   State state_ = State::waiting;
   int open_captures_ = 0;
+  bool serving_ = false;
   // Streams captures began on (engines use one or two); beyond the table, a further stream makes
   // its launches commit, which is never wrong.
   static constexpr std::size_t kMaxCaptureStreams = 16;

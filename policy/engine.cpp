@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "policy/printable.h"
 #include "policy/units.h"
@@ -126,10 +127,22 @@ bool vllm_level_zero(std::span<const std::string> argv) {
   return false;
 }
 
+// A TCP port as the engines' parsers take it (an int in 1..65535), or 0.
+std::uint16_t port_value(std::optional<std::string_view> text, std::uint16_t fallback) {
+  if (!text) return fallback;
+  unsigned value = 0;
+  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (text->empty() || error != std::errc{} || end != text->data() + text->size() || value == 0 || value > 65535)
+    return 0;
+  return static_cast<std::uint16_t>(value);
+}
+
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.graphs_expected = false;
   p.eager_reason.clear();
   p.kv_connector.clear();
+  p.serving_port = 0;
+  p.serving_socket.clear();
   if (title_kind(argv) && p.kind != EngineKind::other) {
     // Flags decide whether the engine captures graphs; without them, nothing may rest on graphs.
     p.eager_reason = "only the process title " + printable(argv.front()) + " was readable, none of the engine's flags";
@@ -144,6 +157,10 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         if (f == "--kv-transfer-config" || f.starts_with("--kv-transfer-config=") ||
             f.starts_with("--kv-transfer-config."))
           p.kv_connector = "--kv-transfer-config";
+      if (auto uds = flag_value(flags, "--uds"))
+        p.serving_socket = std::string(*uds);
+      else
+        p.serving_port = port_value(flag_value(flags, "--port"), 8000);
       if (auto v = flag_value(flags, "--gpu-memory-utilization")) p.gpu_memory_utilization = parse_fraction(*v);
       for (std::string_view flag : {"--kv-cache-memory", "--kv-cache-memory-bytes"})
         if (auto v = flag_value(flags, flag)) p.kv_cache_memory = parse_size(*v);
@@ -163,6 +180,7 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
       // "null" (the default), "prefill" or "decode" (server_args.py:2254-2257).
       if (auto mode = flag_value(flags, "--disaggregation-mode"); mode && *mode != "null")
         p.kv_connector = "--disaggregation-mode " + printable(*mode);
+      p.serving_port = port_value(flag_value(flags, "--port"), 30000);
       if (auto v = flag_value(flags, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
       // Decode graphs are what SGLang captures by default; prefill graphs are subject to its per-platform
       // auto-disable (server_args.py:3100-3130), so without decode graphs no capture can be relied on.

@@ -35,6 +35,13 @@ struct EngineProfile {
   // gpu_model_runner.py:7807-7812, `register_kv_caches`; SGLang's Mooncake `batch_register`), by legacy
   // CUDA IPC (LMCache), which VMM memory refuses, or for RDMA: KV then stays out of the arena.
   std::string kv_connector;
+  // Where the engine's server accepts requests: it listens there only once its start-up is over (vLLM
+  // binds early but listens when uvicorn serves, after the engine core is ready:
+  // entrypoints/openai/api_server.py:629-655; SGLang starts uvicorn after its schedulers report ready:
+  // entrypoints/http_server.py:2509-2523). vLLM `--port` (default 8000, entrypoints/openai/cli_args.py:248)
+  // or `--uds PATH`; SGLang `--port` (default 30000, server_args.py:974). 0 and empty where unknown.
+  std::uint16_t serving_port = 0;
+  std::string serving_socket;
 };
 
 // Splits /proc/<pid>/cmdline's NUL-separated contents into arguments.

@@ -27,15 +27,24 @@ struct ProcessStamp {
 struct EngineRoot {
   ProcessStamp process;
   std::vector<std::string> argv;  // secrets already redacted
+  // The root's descriptor of the engine's serving flag (interpose/base/serving_flag.h), which a
+  // descendant maps through /proc/<pid>/fd/<n>; -1 without one.
+  int serving_flag_fd = -1;
 };
 
-// "1:<pid>:<start time>:<argv as hex of the NUL-joined arguments>".
+// "2:<pid>:<start time>:<serving flag fd, or -1>:<argv as hex of the NUL-joined arguments>".
 std::string encode_engine_root(const EngineRoot& root);
 
 // The value decoded, or nullopt for anything else (a wrong version, a non-number, odd or non-hex
 // digits, more than kMaxEngineRootBytes).
 std::optional<EngineRoot> decode_engine_root(std::string_view value);
 inline constexpr std::size_t kMaxEngineRootBytes = 64 * 1024;
+
+// /proc/<pid>/stat's contents read: the process's stamp (its start time is field 22) and its parent's
+// pid (field 4), counted after the parenthesised command name, which may hold spaces and parentheses.
+// nullopt for anything else.
+std::optional<ProcessStamp> stamp_from_stat(std::int64_t pid, std::string_view stat);
+std::optional<std::int64_t> parent_from_stat(std::string_view stat);
 
 // Whether a handed-down root may describe this process: it is one of its ancestors (pid and start time
 // both match one of `ancestors`, this process's parent first). A value inherited from an unrelated

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
-#include <sstream>
 
+#include "interpose/base/serving_flag.h"
 #include "policy/engine.h"
 #include "policy/engine_root.h"
 #include "policy/redact.h"
@@ -22,34 +22,26 @@ std::vector<std::string> cmdline_of(const std::string& pid) {
   return policy::split_cmdline(raw);
 }
 
-// Fields of /proc/<pid>/stat after the parenthesised command name (which may hold spaces): field 3
-// (the state) first. Empty when it cannot be read.
-std::vector<std::string> stat_fields(const std::string& pid) {
+std::string stat_of(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return {};
-  std::istringstream rest(stat.substr(close + 1));
-  std::vector<std::string> fields;
-  for (std::string field; rest >> field;) fields.push_back(field);
-  return fields;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The parent's pid (field 4).
+// The parent's pid, or "" when it cannot be read.
 std::string parent_of(const std::string& pid) {
-  const std::vector<std::string> fields = stat_fields(pid);
-  return fields.size() > 1 ? fields[1] : "";
+  const auto parent = policy::parent_from_stat(stat_of(pid));
+  return parent ? std::to_string(*parent) : "";
 }
 
-// The process's pid and start time (field 22), or nullopt.
+// The process's pid and start time, or nullopt.
 std::optional<policy::ProcessStamp> stamp_of(const std::string& pid) {
-  const std::vector<std::string> fields = stat_fields(pid);
-  if (fields.size() < 20) return std::nullopt;
+  std::int64_t number = 0;
   try {
-    return policy::ProcessStamp{std::stoll(pid), std::stoull(fields[19])};
+    number = std::stoll(pid);
   } catch (...) {
     return std::nullopt;
   }
+  return policy::stamp_from_stat(number, stat_of(pid));
 }
 
 // This process's ancestors, its parent first, up to init.
@@ -69,13 +61,13 @@ std::vector<policy::ProcessStamp> ancestors() {
 // parent's, which is the line its code runs under.
 std::vector<std::string>* g_load_command_line = nullptr;
 
-// The root's line handed down by an ancestor, when it is one.
-std::optional<std::vector<std::string>> inherited_root() {
+// The root handed down by an ancestor, when it is one.
+std::optional<policy::EngineRoot> inherited_root() {
   const char* value = std::getenv(std::string(policy::kEngineRootVariable).c_str());
   if (value == nullptr) return std::nullopt;
   std::optional<policy::EngineRoot> root = policy::decode_engine_root(value);
   if (!root || !policy::root_is_ancestor(*root, ancestors())) return std::nullopt;
-  return std::move(root->argv);
+  return root;
 }
 
 }  // namespace
@@ -83,11 +75,17 @@ std::optional<std::vector<std::string>> inherited_root() {
 void capture_command_line_at_load() {
   std::vector<std::string> argv = own_command_line();
   g_load_command_line = new std::vector<std::string>(argv);
-  if (argv.empty() || policy::is_multiprocessing_child(argv)) return;
-  // A process started by exec is the root of what it spawns: its line, secrets redacted, for them.
+  if (argv.empty()) return;
+  if (policy::is_multiprocessing_child(argv)) {
+    if (const auto root = inherited_root()) attach_serving_flag(root->process.pid, root->serving_flag_fd);
+    return;
+  }
+  // A process started by exec is the root of what it spawns: its line, secrets redacted, and its
+  // serving flag, for them.
   const auto self = stamp_of(std::to_string(::getpid()));
   if (!self) return;
-  const std::string value = policy::encode_engine_root({*self, policy::redact_command_line(argv)});
+  const std::string value =
+      policy::encode_engine_root({*self, policy::redact_command_line(argv), create_serving_flag()});
   if (value.size() <= policy::kMaxEngineRootBytes)
     setenv(std::string(policy::kEngineRootVariable).c_str(), value.c_str(), 1);
   else
@@ -99,7 +97,7 @@ std::vector<std::string> own_command_line() { return cmdline_of(std::to_string(:
 std::vector<std::string> engine_command_line() {
   if (g_load_command_line != nullptr && !g_load_command_line->empty()) {
     if (!policy::is_multiprocessing_child(*g_load_command_line)) return *g_load_command_line;
-    if (auto root = inherited_root()) return *root;
+    if (auto root = inherited_root()) return std::move(root->argv);
   }
   // Loaded late, or a multiprocessing child whose root did not run kvremap: the nearest ancestor whose
   // line is not a multiprocessing child's (a process title where the engine renamed it).

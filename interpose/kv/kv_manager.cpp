@@ -14,7 +14,16 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
 #include "interpose/base/device_index.h"
+#include "interpose/base/serving_flag.h"
 #include "interpose/base/library.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_arena.h"
@@ -23,6 +32,7 @@
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/commit_trigger.h"
+#include "policy/printable.h"
 #include "policy/kv_recognition.h"
 #include "policy/units.h"
 
@@ -297,6 +307,7 @@ void before(KvPoint point, std::uint64_t stream) {
       call = "a graph launch";
       break;
     case KvPoint::kKernelLaunch:
+      if (serving_flag_set()) d.trigger.serving_started();
       reason = d.trigger.on_kernel_launch(stream);
       call = "a kernel launch";
       break;
@@ -332,6 +343,33 @@ void kv_capture_began(std::uint64_t stream) {
   std::lock_guard<std::mutex> g(k.lock);
   for (auto& d : k.devices)
     if (d) d->trigger.capture_began(stream);
+}
+
+void kv_listening(int fd) {
+  if (!kv_mode()) return;
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return;
+  const policy::EngineProfile& engine = K().engine;
+  std::string where;
+  if (address.ss_family == AF_INET || address.ss_family == AF_INET6) {
+    const std::uint16_t port = ntohs(address.ss_family == AF_INET
+                                         ? reinterpret_cast<const sockaddr_in&>(address).sin_port
+                                         : reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+    if (engine.serving_port != 0 && port == engine.serving_port) where = fmt::format("port {}", port);
+  } else if (address.ss_family == AF_UNIX && !engine.serving_socket.empty()) {
+    const auto& unix_address = reinterpret_cast<const sockaddr_un&>(address);
+    if (length > offsetof(sockaddr_un, sun_path) &&
+        std::string_view(unix_address.sun_path, ::strnlen(unix_address.sun_path, sizeof unix_address.sun_path)) ==
+            engine.serving_socket)
+      where = "socket " + policy::printable(engine.serving_socket);
+  }
+  if (where.empty()) return;
+  set_serving_flag();
+  kv_event([&] { trace_events::kv_serving_port_open(where); });
+  log().info("the engine's server listens on its {}: KV still deferred in any process of the engine is committed "
+             "before that process's next kernel launch",
+             where);
 }
 
 void kv_capture_ended(std::uint64_t stream) {

@@ -88,6 +88,10 @@ inline bool kv_region_of(std::uint64_t address, std::uint64_t* base, std::uint64
 }
 // `stream`: capture_stream_key() of the capturing stream.
 void kv_capture_began(std::uint64_t stream);
+// A socket of this process listens (the listen hook): when it is the engine's serving port or socket
+// (policy::EngineProfile::serving_port, serving_socket), the engine's serving flag is set, and every
+// process of the engine commits its deferred KV before its next kernel launch.
+void kv_listening(int fd);
 void kv_capture_ended(std::uint64_t stream);
 // At exit, before the summary: the serving peaks since each device's commit.
 void kv_at_exit();

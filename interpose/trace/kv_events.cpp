@@ -108,6 +108,8 @@ void kv_deferred(const KvDeferredEvent& d) {
 
 void kv_nothing_deferred(std::string_view reason) { KvLine("kv nothing deferred").text("reason", reason).write(); }
 
+void kv_serving_port_open(std::string_view where) { KvLine("kv serving port open").text("where", where).write(); }
+
 void kv_free_below_zero(int device, std::uint64_t short_bytes) {
   KvLine("kv free below zero").number("device", device).number("short_bytes", short_bytes).write();
 }

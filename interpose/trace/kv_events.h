@@ -55,6 +55,9 @@ void kv_deferred(const KvDeferredEvent& event);
 // Defer mode reached serving (or exit) with nothing deferred on any device.
 void kv_nothing_deferred(std::string_view reason);
 
+// The engine's server listens on its serving port or socket (`where`: "port 8000", "socket /run/v.sock").
+void kv_serving_port_open(std::string_view where);
+
 // With its KV cache backed the engine would have `short_bytes` less than nothing free.
 void kv_free_below_zero(int device, std::uint64_t short_bytes);
 

@@ -7,9 +7,15 @@
 # Run as `python3 <dir>/vllm serve MODEL [flags]`; with run_name "standalone" (python3 -c "from
 # multiprocessing.spawn import spawn_main; import runpy; runpy.run_path(SCRIPT, run_name='standalone')")
 # the worker runs alone, as a multiprocessing child whose root is not its ancestor.
+# With ENGINE_TREE_SERVE=1 the tree also serves as vLLM's does when its engine captures no graphs although
+# its flags say graphs (vLLM sets cudagraph_mode=NONE on its own, config/compilation.py:1433-1438): the
+# worker listens on a port of its own (as torch.distributed's store does), runs a start-up kernel and
+# reports ready; only then the root listens on its --port (the API server listens once the engine core
+# is ready, entrypoints/openai/api_server.py:629-655), and the worker runs its first serving kernel.
 import ctypes
 import multiprocessing
 import os
+import socket
 import sys
 
 import setproctitle
@@ -23,7 +29,24 @@ def check(result, what):
         sys.exit(1)
 
 
-def worker():
+PTX = (b".version 8.0\n.target sm_90\n.address_size 64\n// simcuda-module-bytes: 1MiB\n"
+       b".visible .entry touch(.param .u64 p)\n{\nret;\n}\n")
+
+
+def launch_touch(driver, target):
+    """One launch of the simulated `touch` kernel (ENGINE_TREE_KERNELS holds its host implementation)."""
+    ctypes.CDLL(os.environ["ENGINE_TREE_KERNELS"], mode=ctypes.RTLD_GLOBAL)
+    module = ctypes.c_void_p()
+    check(driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)), "cuModuleLoadData")
+    function = ctypes.c_void_p()
+    check(driver.cuModuleGetFunction(ctypes.byref(function), module, b"touch"), "cuModuleGetFunction")
+    argument = ctypes.c_uint64(target.value)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(argument), ctypes.c_void_p))
+    check(driver.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "cuLaunchKernel")
+    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def worker(ready=None, serve=None):
     setproctitle.setproctitle("VLLM::Worker_TP0")
     driver = ctypes.CDLL(os.environ["ENGINE_TREE_DRIVER"])
     check(driver.cuInit(0), "cuInit")
@@ -38,6 +61,7 @@ def worker():
     pop = getattr(process, "kvremap_tag_pop", None)
     address = ctypes.c_uint64()
     check(driver.cuMemAlloc_v2(ctypes.byref(address), ctypes.c_size_t(MiB)), "warm-up allocation")
+    small = ctypes.c_uint64(address.value)
     if push:
         push(b"kv")
     for _ in range(2):
@@ -48,19 +72,49 @@ def worker():
     with open("/proc/self/cmdline", "rb") as f:
         title = f.read().split(b"\0")[0].decode()
     print(f"engine_tree: worker titled {title} allocated its KV cache", flush=True)
+    if ready is None:
+        return
+    store = socket.socket()
+    store.bind(("127.0.0.1", 0))
+    store.listen()
+    launch_touch(driver, small)
+    print("engine_tree: worker ran a start-up kernel beside its own listening store", flush=True)
+    ready.set()
+    if not serve.wait(60):
+        print("engine_tree: the root never served", flush=True)
+        sys.exit(1)
+    launch_touch(driver, small)
+    print("engine_tree: worker ran its first serving kernel", flush=True)
 
 
-def engine_core():
+def engine_core(ready=None, serve=None):
     setproctitle.setproctitle("VLLM::EngineCore")
-    child = multiprocessing.get_context("spawn").Process(target=worker)
+    child = multiprocessing.get_context("spawn").Process(target=worker, args=(ready, serve))
     child.start()
     child.join()
     sys.exit(child.exitcode)
 
 
+def serve_when_ready(ready, serve):
+    """The API server: listens on the command line's --port once the engine is ready, then serves."""
+    if not ready.wait(60):
+        return
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    serve.set()
+    return server
+
+
 if __name__ == "__main__":
-    core = multiprocessing.get_context("spawn").Process(target=engine_core)
+    context = multiprocessing.get_context("spawn")
+    serving = os.environ.get("ENGINE_TREE_SERVE") == "1"
+    ready, serve = (context.Event(), context.Event()) if serving else (None, None)
+    core = context.Process(target=engine_core, args=(ready, serve))
     core.start()
+    server = serve_when_ready(ready, serve) if serving else None
     core.join()
     sys.exit(core.exitcode)
 elif __name__ == "standalone":

@@ -191,3 +191,28 @@ TEST(CommitTrigger, CapturesBeforeTheBurstDoNotCount) {
   EXPECT_FALSE(t.captured());
   EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "autotune after the burst";
 }
+
+// vLLM when its attention backend cannot capture and attention is not compiled piecewise: it sets
+// cudagraph_mode=NONE on its own (config/compilation.py:1433-1438), so no capture ever comes while its
+// flags said graphs. The compile warm-ups stay start-up work; once the server listens on its port
+// (vLLM's API server only after the engine core is ready), the first kernel — serving — commits, in
+// every mode, and not while a capture is open.
+TEST(CommitTrigger, TheServingPortOpeningEndsEveryStartUpWindow) {
+  for (TriggerMode mode : {TriggerMode::automatic, TriggerMode::manual}) {
+    SCOPED_TRACE(to_string(mode));
+    CommitTrigger t({mode, true});
+    t.arm();
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "compile warm-up";
+    t.serving_started();
+    t.capture_began(kCapture);
+    EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "a capture is open";
+    t.capture_ended(kCapture);
+    EXPECT_EQ(t.on_kernel_launch(kCapture), CommitReason::serving_port_open) << "even on a capture stream";
+  }
+  CommitTrigger waiting({TriggerMode::automatic, true});
+  waiting.serving_started();
+  EXPECT_EQ(waiting.on_kernel_launch(kMain), CommitReason::none) << "nothing deferred yet";
+  waiting.arm();
+  EXPECT_EQ(waiting.on_kernel_launch(kMain), CommitReason::serving_port_open);
+  EXPECT_EQ(to_string(CommitReason::serving_port_open), "kernel launch after the serving port opened");
+}

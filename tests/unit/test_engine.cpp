@@ -69,6 +69,22 @@ TEST(Engine, KvConnectorsAndDisaggregationOfEachEngine) {
   EXPECT_EQ(of({"myserver", "--kv-transfer-config", json}).kv_connector, "") << "not a recognised engine";
 }
 
+// Where each engine's server listens: vLLM --port (default 8000) or --uds, SGLang --port (default 30000);
+// a port that is not one is unknown (0), never a guess.
+TEST(Engine, ServingPortsOfEachEngine) {
+  EXPECT_EQ(of({"vllm", "serve", "m"}).serving_port, 8000);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--port", "9001"}).serving_port, 9001);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--port=9002"}).serving_port, 9002);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--uds", "/run/v.sock"}).serving_port, 0);
+  EXPECT_EQ(of({"vllm", "serve", "m", "--uds", "/run/v.sock"}).serving_socket, "/run/v.sock");
+  for (const char* bad : {"0", "65536", "-1", "80x", ""})
+    EXPECT_EQ(of({"vllm", "serve", "m", "--port", bad}).serving_port, 0) << bad;
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--model-path", "m"}).serving_port, 30000);
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--port", "31000"}).serving_port, 31000);
+  EXPECT_EQ(of({"myserver", "--port", "8000"}).serving_port, 0) << "not a recognised engine";
+  EXPECT_EQ(of({"VLLM::EngineCore", "", ""}).serving_port, 0) << "a title names no flags";
+}
+
 TEST(Engine, EagerFlagsOfEachEngine) {
   EXPECT_EQ(of({"vllm", "serve", "m", "--enforce-eager"}).eager_reason, "--enforce-eager");
   EXPECT_TRUE(of({"vllm", "serve", "m", "--enforce-eager=false"}).graphs_expected);

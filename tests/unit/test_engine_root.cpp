@@ -15,12 +15,13 @@ TEST(EngineRoot, RoundTripsAnyArgumentsExceptNul) {
       {""},
       {}};
   for (const auto& argv : lines) {
-    const EngineRoot root{{4242, 123456789}, argv};
+    const EngineRoot root{{4242, 123456789}, argv, 17};
     const std::string encoded = encode_engine_root(root);
     EXPECT_EQ(encoded.find_first_not_of("0123456789abcdef:"), std::string::npos) << encoded;
     const auto back = decode_engine_root(encoded);
     ASSERT_TRUE(back.has_value()) << encoded;
     EXPECT_EQ(back->process, root.process);
+    EXPECT_EQ(back->serving_flag_fd, 17);
     // An empty line and a line of one empty argument both encode as nothing.
     EXPECT_EQ(back->argv, argv == std::vector<std::string>{""} ? std::vector<std::string>{} : argv);
   }
@@ -29,10 +30,13 @@ TEST(EngineRoot, RoundTripsAnyArgumentsExceptNul) {
 TEST(EngineRoot, RefusesAnythingElse) {
   const std::string good = encode_engine_root({{7, 9}, {"vllm", "serve"}});
   ASSERT_TRUE(decode_engine_root(good).has_value());
-  for (const std::string& bad : {std::string(""), std::string("2:7:9:76"), std::string("1:x:9:76"),
-                                 std::string("1:-7:9:76"), std::string("1:0:9:76"), std::string("1:7::76"),
-                                 std::string("1:7:9:7"), std::string("1:7:9:7g"), std::string("1:7:9:76:00"),
-                                 std::string("1:7:9"), good + "0", std::string("1:7:9:") + std::string(kMaxEngineRootBytes, 'a')}) {
+  EXPECT_EQ(decode_engine_root(encode_engine_root({{7, 9}, {"vllm"}})).value().serving_flag_fd, -1) << "none";
+  for (const std::string& bad :
+       {std::string(""), std::string("1:7:9:76"), std::string("1:7:9:-1:76"), std::string("2:x:9:-1:76"),
+        std::string("2:-7:9:-1:76"), std::string("2:0:9:-1:76"), std::string("2:7::-1:76"), std::string("2:7:9::76"),
+        std::string("2:7:9:-2:76"), std::string("2:7:9:x:76"), std::string("2:7:9:-1:7"), std::string("2:7:9:-1:7g"),
+        std::string("2:7:9:-1:76:00"), std::string("2:7:9:-1"), good + "0",
+        std::string("2:7:9:-1:") + std::string(kMaxEngineRootBytes, 'a')}) {
     EXPECT_FALSE(decode_engine_root(bad).has_value()) << bad.substr(0, 40);
   }
 }
@@ -45,4 +49,19 @@ TEST(EngineRoot, TrustedOnlyWhenItNamesAnAncestorByPidAndStartTime) {
   EXPECT_FALSE(root_is_ancestor({{100, 4999}, root.argv}, chain));
   EXPECT_FALSE(root_is_ancestor({{300, 5000}, root.argv}, chain));
   EXPECT_FALSE(root_is_ancestor(root, {}));
+}
+
+// /proc/<pid>/stat as the kernel writes it: the command name in parentheses may hold spaces and
+// parentheses of its own, so fields are counted after the last ')'.
+TEST(EngineRoot, StampsAndParentsFromProcStat) {
+  const std::string stat =
+      "4242 (python3 (vllm) x) S 4200 4242 4200 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3 4";
+  EXPECT_EQ(stamp_from_stat(4242, stat), (ProcessStamp{4242, 987654}));
+  EXPECT_EQ(parent_from_stat(stat), 4200);
+  for (const std::string& bad : {std::string(""), std::string("4242 python3 S 4200"),
+                                 std::string("4242 (p) S 4200 1 2 3"), std::string("4242 (p) S x")}) {
+    EXPECT_FALSE(stamp_from_stat(4242, bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(parent_from_stat("4242 (p) S x").has_value());
+  EXPECT_FALSE(stamp_from_stat(0, stat).has_value()) << "no process has pid 0";
 }
