@@ -6,6 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}  # compiler-cache hits across checkouts (CMakeLists.txt)
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}  # with -g, ccache would hash the build directory too
 werror=OFF
 [[ "${CI:-}" == "true" ]] && werror=ON
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
