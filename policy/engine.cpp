@@ -206,6 +206,23 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
 
 }  // namespace
 
+std::span<const std::string_view> memory_environment_variables(EngineKind kind) {
+  static constexpr std::string_view kVllm[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+                                               "VLLM_USE_V2_MODEL_RUNNER", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+                                               "VLLM_ATTENTION_BACKEND"};
+  static constexpr std::string_view kSglang[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+                                                 "SGLANG_MOONCAKE_CUSTOM_MEM_POOL"};
+  switch (kind) {
+    case EngineKind::vllm:
+      return kVllm;
+    case EngineKind::sglang:
+      return kSglang;
+    case EngineKind::other:
+      break;
+  }
+  return {};
+}
+
 std::string_view to_string(EngineKind kind) {
   switch (kind) {
     case EngineKind::vllm:

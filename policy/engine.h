@@ -68,6 +68,15 @@ std::optional<EngineKind> title_kind(std::span<const std::string> argv);
 // and `--flag=v`. A process title names the engine but none of its flags: graphs are then not expected.
 EngineProfile profile_engine(std::span<const std::string> argv);
 
+// The environment variables that change what `kind` allocates, in the order profile keys list them:
+// PyTorch's caching-allocator configuration (PYTORCH_CUDA_ALLOC_CONF and its device-neutral spelling
+// PYTORCH_ALLOC_CONF: expandable segments, split sizes, garbage-collection threshold) for both engines;
+// vLLM's model runner (VLLM_USE_V2_MODEL_RUNNER), graph-memory estimate while profiling
+// (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) and attention backend (VLLM_ATTENTION_BACKEND: workspaces and
+// which graphs it captures); SGLang's Mooncake memory pool for the KV cache
+// (SGLANG_MOONCAKE_CUSTOM_MEM_POOL, mem_cache/memory_pool.py:1447-1451). Empty for `other`.
+std::span<const std::string_view> memory_environment_variables(EngineKind kind);
+
 // KVREMAP_ENGINE: `auto` keeps the detected kind; `vllm`/`sglang`/`other` replace it, and the engine's
 // own flags are read again with that kind's rules.
 EngineProfile with_kind(std::span<const std::string> argv, EngineKind kind);

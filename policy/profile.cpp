@@ -388,6 +388,11 @@ std::string key_text(const ProfileKey& key) {
   text += "; rank: " + std::to_string(key.rank);
   text += "; driver: " + std::to_string(key.driver_version);
   text += "; schema: " + std::to_string(key.schema_version);
+  // Only when set, so that a start without any of them keeps the key it always had.
+  if (!key.environment.empty()) {
+    text += "; env:";
+    for (const std::string& variable : key.environment) text += " " + in_quotes_if_needed(variable);
+  }
   return text;
 }
 

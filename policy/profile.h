@@ -27,6 +27,9 @@ struct ProfileKey {
   std::uint32_t rank = 0;  // the rank, or the visible device ordinal where the engine has no rank
   std::int32_t driver_version = 0;
   std::uint32_t schema_version = kProfileSchemaVersion;
+  // "NAME=value" of each of the engine's memory_environment_variables (policy/engine.h) set at the
+  // start, in that list's order: another allocator configuration or model runner is another start.
+  std::vector<std::string> environment;
 };
 
 // The flags of `kind` dropped from the key: they change where the server listens, what it logs, or the

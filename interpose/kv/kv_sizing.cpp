@@ -31,6 +31,7 @@ policy::ProfileKey profile_key(const KvState& k, int device) {
   key.device_total_bytes = real_device_total(device);
   key.rank = static_cast<std::uint32_t>(device);
   key.driver_version = real_driver_version();
+  key.environment = k.environment;
   return key;
 }
 

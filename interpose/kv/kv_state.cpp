@@ -1,6 +1,10 @@
 // The KV manager's state: made once from the options and the engine's command line; the hooks' quick counters.
 #include "interpose/kv/kv_state.h"
 
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
 #include "interpose/base/library.h"
 #include "interpose/base/process_cmdline.h"
 #include "interpose/base/process_object.h"
@@ -27,6 +31,9 @@ KvState* make_state() {
       s->engine = policy::with_kind(argv, policy::EngineKind::other);
       break;
   }
+  for (const std::string_view name : policy::memory_environment_variables(s->engine.kind))
+    if (const char* value = std::getenv(std::string(name).c_str()))
+      s->environment.push_back(std::string(name) + "=" + value);
   s->trigger_config.mode = o.commit;
   s->trigger_config.graphs_expected = s->engine.graphs_expected;
   return s;

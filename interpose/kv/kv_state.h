@@ -69,6 +69,7 @@ struct KvState {
   bool warned_free_below_zero = false;
   bool warned_profile = false;    // a profile that cannot be written is said once per process
   std::vector<std::string> argv;  // the engine's command line, for the profile key
+  std::vector<std::string> environment;  // the engine's memory-relevant variables set at load: the key's
   std::array<std::unique_ptr<DeviceKv>, kMaxDevices> devices;
 
   DeviceKv& at(int device) {

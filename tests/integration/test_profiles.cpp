@@ -333,6 +333,34 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
 
 // At 0.9 the first start fits with GiBs to spare. `learned` never gives more KV than the engine asks
 // for; `fit` grows the KV cache into the surplus: more KV than stock at 0.9, still all on the device.
+// PyTorch's allocator configuration and vLLM's model runner decide what a start allocates: a start with
+// another PYTORCH_CUDA_ALLOC_CONF writes its own profile and is not sized from the first one's, while a
+// variable that decides nothing keeps the key (and the start is sized from the profile).
+TEST(LearnedSizing, TheAllocatorConfigurationIsPartOfTheKey) {
+  const std::string profiles = make_temp_dir();
+  const Start first = start(vllm_argv("0.95"), profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_EQ(contents(profiles).profiles.size(), 1u);
+  const Start unrelated = start(vllm_argv("0.95"), profiles, {"SOME_TOOL_SETTING=1"});
+  ASSERT_EQ(unrelated.run.exit_code, 0) << unrelated.run.err;
+  EXPECT_NE(unrelated.event("kv sizing adjusted"), nullptr) << "the same key: sized from the profile";
+  EXPECT_EQ(contents(profiles).profiles.size(), 1u);
+  const Start expandable =
+      start(vllm_argv("0.95"), profiles, {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
+  ASSERT_EQ(expandable.run.exit_code, 0) << expandable.run.err;
+  EXPECT_EQ(expandable.event("kv sizing adjusted"), nullptr) << "another key: not sized from the first profile";
+  const DirContents after = contents(profiles);
+  ASSERT_EQ(after.profiles.size(), 2u);
+  std::size_t with_env = 0;
+  for (const std::string& file : after.profiles) {
+    const auto read = read_back(file);
+    ASSERT_TRUE(read.profile) << read.problem;
+    if (read.profile->key.find("; env: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") != std::string::npos)
+      ++with_env;
+  }
+  EXPECT_EQ(with_env, 1u);
+}
+
 TEST(LearnedSizing, FitGrowsTheKvCacheIntoTheMeasuredSurplus) {
   const std::string profiles = make_temp_dir();
   const Start first = start(vllm_argv("0.9"), profiles);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <limits>
 
 #include <fstream>
@@ -150,6 +152,29 @@ TEST(ProfileKey, WhatDecidesMemoryChangesTheKey) {
   key = base;
   key.schema_version += 1;
   differs(key, "schema version");
+}
+
+// The engines' memory-relevant environment is part of the key where set; a start with none of it keeps
+// the key text it had before the variables were listed.
+TEST(ProfileKey, MemoryEnvironmentChangesTheKeyOnlyWhenSet) {
+  const ProfileKey base = vllm_key(kVllm);
+  EXPECT_EQ(key_text(base).find("env:"), std::string::npos) << key_text(base);
+  ProfileKey expandable = base;
+  expandable.environment = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"};
+  EXPECT_NE(profile_file_name(expandable), profile_file_name(base));
+  EXPECT_NE(key_text(expandable).find("; env: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos)
+      << key_text(expandable);
+  ProfileKey runner = base;
+  runner.environment = {"VLLM_USE_V2_MODEL_RUNNER=0"};
+  EXPECT_NE(key_text(runner), key_text(expandable));
+  ProfileKey spaced = base;
+  spaced.environment = {"PYTORCH_CUDA_ALLOC_CONF=a b"};
+  EXPECT_NE(key_text(spaced).find(R"("PYTORCH_CUDA_ALLOC_CONF=a b")"), std::string::npos) << key_text(spaced);
+  const auto vllm = memory_environment_variables(EngineKind::vllm);
+  EXPECT_NE(std::find(vllm.begin(), vllm.end(), "VLLM_USE_V2_MODEL_RUNNER"), vllm.end());
+  const auto sglang = memory_environment_variables(EngineKind::sglang);
+  EXPECT_NE(std::find(sglang.begin(), sglang.end(), "PYTORCH_CUDA_ALLOC_CONF"), sglang.end());
+  EXPECT_TRUE(memory_environment_variables(EngineKind::other).empty());
 }
 
 TEST(ProfileKey, UnknownEngineKeepsEveryArgument) {
