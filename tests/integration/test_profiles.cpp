@@ -283,6 +283,19 @@ std::vector<std::string> vllm_argv(const std::string& utilization) {
   return {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", utilization};
 }
 
+// The seed scenario copied into a temporary directory, and the vLLM command line that starts it at
+// 0.95: a test rewrites the copy between starts (post-KV work that grew) and may write `text` back.
+struct SeedCopy {
+  std::string path = make_temp_dir() + "/seed.json";
+  std::string text = slurp(SEED_SCENARIO);  // the seed as shipped
+  std::vector<std::string> argv = vllm_argv("0.95");
+  SeedCopy() {
+    write(text);
+    argv[2] = path;
+  }
+  void write(const std::string& contents) const { std::ofstream(path, std::ios::trunc) << contents; }
+};
+
 // The checks every sized second start must pass: it started and served (the engine verified its KV
 // reads; the simulator's serving oracle fails any access to scratch-backed KV), every KV byte on the
 // device with the headroom kept, and at least 99.5% of what the device could hold.
@@ -455,21 +468,18 @@ TEST(LearnedSizing, RestartExitsWithTheProfileWrittenBeforeServing) {
 // profile, still commits correctly (the rest on host memory), and rewrites the profile, so the start
 // after it fits again.
 TEST(LearnedSizing, AStaleProfileIsUpdatedByTheStartItMisjudged) {
-  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
-  const std::string scenario = dir + "/seed.json";
-  const std::string text = slurp(SEED_SCENARIO);
-  std::ofstream(scenario) << text;
-  std::vector<std::string> argv = vllm_argv("0.95");
-  argv[2] = scenario;
+  const std::string profiles = make_temp_dir();
+  const SeedCopy seed;
+  const std::vector<std::string>& argv = seed.argv;
   const Start first = start(argv, profiles);
   ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
   const Start second = start(argv, profiles);
   ASSERT_EQ(second.u("kv committed", "host_bytes"), 0u);
 
   // Autotuning now keeps 1 GiB more resident: the same command line, a larger post-KV need.
-  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
-  ASSERT_NE(grown, text);
-  std::ofstream(scenario, std::ios::trunc) << grown;
+  const std::string grown = std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  ASSERT_NE(grown, seed.text);
+  seed.write(grown);
   const Start stale = start(argv, profiles);
   EXPECT_EQ(stale.run.exit_code, 0) << stale.run.err;
   ASSERT_NE(stale.event("kv sizing adjusted"), nullptr) << "the old profile sized it";
@@ -752,20 +762,17 @@ TEST(ProfileTrust, OutOfRangeProfilesAreIgnoredWithOneLine) {
 // after that is sized from the new profile. The line naming the profile that sized a start is logged
 // at the default level.
 TEST(ProfileTrust, AStartThatDiedBeforeItsCommitMarksItsProfile) {
-  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
-  const std::string scenario = dir + "/seed.json";
-  const std::string text = slurp(SEED_SCENARIO);
-  std::ofstream(scenario) << text;
-  std::vector<std::string> argv = vllm_argv("0.95");
-  argv[2] = scenario;
+  const std::string profiles = make_temp_dir();
+  const SeedCopy seed;
+  const std::vector<std::string>& argv = seed.argv;
   const Start first = start(argv, profiles);
   ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
   const std::string profile = contents(profiles).profiles.at(0);
   const std::string marker = profile + ".unconfirmed";
 
-  const std::string grown = std::regex_replace(text, std::regex(R"("peak": "11GiB")"), R"("peak": "70GiB")");
-  ASSERT_NE(grown, text);
-  std::ofstream(scenario, std::ios::trunc) << grown;
+  const std::string grown = std::regex_replace(seed.text, std::regex(R"("peak": "11GiB")"), R"("peak": "70GiB")");
+  ASSERT_NE(grown, seed.text);
+  seed.write(grown);
   const Start failed = start(argv, profiles);
   EXPECT_EQ(failed.run.exit_code, 5) << "the engine's own out-of-memory exit: " << failed.run.err;
   ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
@@ -774,7 +781,7 @@ TEST(ProfileTrust, AStartThatDiedBeforeItsCommitMarksItsProfile) {
       << "named at the default level: " << failed.run.err;
   EXPECT_TRUE(fs::exists(marker));
 
-  std::ofstream(scenario, std::ios::trunc) << text;
+  seed.write(seed.text);
   const Start next = start(argv, profiles);
   EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
   EXPECT_EQ(next.event("kv sizing adjusted"), nullptr) << "not sized from the profile again";
@@ -798,21 +805,18 @@ TEST(ProfileTrust, AStartThatDiedBeforeItsCommitMarksItsProfile) {
 // grew, so the old profile's shift was not enough): the same command started again, without `kvremap
 // run`, is sized from the newer figures and fits on the device.
 TEST(ProfileTrust, AFailStopRewritesTheProfileSoTheSameCommandFitsNextTime) {
-  const std::string dir = make_temp_dir(), profiles = make_temp_dir();
-  const std::string scenario = dir + "/seed.json";
-  const std::string text = slurp(SEED_SCENARIO);
-  std::ofstream(scenario) << text;
-  std::vector<std::string> argv = vllm_argv("0.95");
-  argv[2] = scenario;
+  const std::string profiles = make_temp_dir();
+  const SeedCopy seed;
+  const std::vector<std::string>& argv = seed.argv;
   const Start first = start(argv, profiles);
   ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
   const std::string profile = contents(profiles).profiles.at(0);
   const auto before = read_back(profile);
   ASSERT_TRUE(before.profile) << before.problem;
 
-  const std::string grown = std::regex_replace(text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
-  ASSERT_NE(grown, text);
-  std::ofstream(scenario, std::ios::trunc) << grown;
+  const std::string grown = std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  ASSERT_NE(grown, seed.text);
+  seed.write(grown);
   const Start failed = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
   EXPECT_EQ(failed.run.exit_code, 78) << failed.run.err;
   ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
