@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include "policy/printable.h"
 #include "policy/units.h"
@@ -130,11 +129,8 @@ bool vllm_level_zero(std::span<const std::string> argv) {
 // A TCP port as the engines' parsers take it (an int in 1..65535), or 0.
 std::uint16_t port_value(std::optional<std::string_view> text, std::uint16_t fallback) {
   if (!text) return fallback;
-  unsigned value = 0;
-  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (text->empty() || error != std::errc{} || end != text->data() + text->size() || value == 0 || value > 65535)
-    return 0;
-  return static_cast<std::uint16_t>(value);
+  const std::optional<std::uint64_t> value = parse_count(*text);
+  return value && *value > 0 && *value <= 65535 ? static_cast<std::uint16_t>(*value) : 0;
 }
 
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
