@@ -162,8 +162,13 @@ CommitPlan plan_commit(const CommitInputs& in) {
     if (n) plan.host_bytes_per_tensor = plan.tensors[order.back()].host_bytes;
     plan.message = "commit: " + gib(plan.kv_bytes) + " of KV does not fit (" + gib(plan.deficit_bytes) +
                    " short with " + gib(in.headroom_bytes) + " headroom): " + gib(plan.host_bytes) +
-                   " on host memory, the last " + format_bytes(plan.host_bytes_per_tensor) + " of each of " +
-                   std::to_string(n) + " tensors; " + hint;
+                   " on host memory, " +
+                   (n == 1 ? "the last " + format_bytes(plan.host_bytes_per_tensor) +
+                                 " of the one KV allocation (with a layer-major layout as vLLM's, whole last layers "
+                                 "that every forward pass reads from host memory)"
+                           : "the last " + format_bytes(plan.host_bytes_per_tensor) + " of each of " +
+                                 std::to_string(n) + " tensors") +
+                   "; " + hint;
     return plan;
   }
   plan.verdict = CommitVerdict::fail;

@@ -34,6 +34,7 @@ std::optional<PhaseChange> PhaseTracker::observe(const Event& event) {
         if constexpr (std::is_same_v<T, CaptureBegin>) return on_capture_begin(event, kind);
         if constexpr (std::is_same_v<T, CaptureEnd>) {
           if (open_captures_.erase(kind.capture_id) != 0 && phase_ == Phase::capture) ++captures_ended_;
+          reopen_after_graph_profiling();
           return std::nullopt;
         }
         if constexpr (std::is_same_v<T, GraphLaunch>) return on_graph_launch(event);
@@ -51,6 +52,16 @@ void PhaseTracker::observe_allocated_bytes(std::uint64_t bytes, std::uint64_t ti
   last_event_ns_ = std::max(last_event_ns_, time_ns);
   seen_event_ = true;
   if (open_captures_.empty()) bytes_since_query_ += bytes;  // as on_alloc: graph pools do not count
+}
+
+bool PhaseTracker::window_opened() const {
+  return (phase_ == Phase::loading && sizing_query_seen_) || (phase_ == Phase::profiling && profiling_query_seen_);
+}
+
+void PhaseTracker::reopen_after_graph_profiling() {
+  if (!kv_window_closed_ || !open_captures_.empty() || !window_opened() || !graph_profiling_) return;
+  kv_window_closed_ = false;
+  eager_kernels_in_window_ = 0;
 }
 
 bool PhaseTracker::kv_eligible() const {
@@ -88,11 +99,21 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
   ++run_.count;
   run_.kernels_since_last = 0;
 
+  const double free = static_cast<double>(last_query_free_);
   const double total = static_cast<double>(run_.bytes) * run_.count;
-  const bool large_enough = total >= rules_.kv_min_free_fraction * static_cast<double>(last_query_free_);
-  if (run_.count < rules_.kv_min_allocations || !large_enough) return std::nullopt;
+  const bool burst = run_.count >= rules_.kv_min_allocations && total >= rules_.kv_min_free_fraction * free;
+  const bool whole_cache =
+      run_.count == 1 && last_query_free_ > 0 && total >= rules_.kv_single_min_free_fraction * free;
+  if (!burst && !whole_cache) return std::nullopt;
 
   kv_tensor_bytes_ = run_.bytes;
+  phase_before_kv_ = phase_;
+  if (whole_cache)
+    return move_to(Phase::kv_allocation,
+                   "one allocation of " + format_bytes(run_.bytes) + " (" +
+                       std::to_string(static_cast<int>(100.0 * total / free)) +
+                       "% of the free memory the sizing query returned) after the sizing memory query",
+                   run_.first_ns);
   return move_to(
       Phase::kv_allocation,
       std::to_string(run_.count) + " allocations of " + format_bytes(run_.bytes) + " after the sizing memory query",
@@ -104,6 +125,9 @@ std::optional<PhaseChange> PhaseTracker::on_query(const Event&, const MemoryQuer
   if (phase_ == Phase::loading && weights_in_) sizing_query_seen_ = true;
   if (weights_query) weights_in_ = true;
   if (phase_ == Phase::profiling) profiling_query_seen_ = true;
+  // Graph-memory profiling is vLLM's, after its profiling forward: SGLang (no profiling phase) never reopens.
+  if (window_opened() && ++queries_in_window_ == 2 && !kv_window_closed_ && phase_ == Phase::profiling)
+    graph_profiling_ = true;
   ++queries_;
   bytes_since_query_ = 0;
   kernels_since_query_ = 0;
@@ -142,6 +166,20 @@ std::optional<PhaseChange> PhaseTracker::on_capture_begin(const Event& event, co
 std::optional<PhaseChange> PhaseTracker::on_graph_launch(const Event& event) {
   if (phase_ != Phase::capture || !open_captures_.empty() || captures_ended_ == 0) return std::nullopt;
   return move_to(Phase::serving, "graph launch after capture ended", event.time_ns);
+}
+
+std::optional<PhaseChange> PhaseTracker::rearm_kv(std::uint64_t now_ns) {
+  const bool after_burst =
+      phase_ == Phase::kv_allocation || phase_ == Phase::post_kv_warmup || phase_ == Phase::capture;
+  if (!after_burst || !open_captures_.empty()) return std::nullopt;
+  kv_tensor_bytes_ = 0;
+  run_ = {};
+  kv_window_closed_ = false;
+  eager_kernels_in_window_ = 0;
+  captures_ended_ = 0;
+  return move_to(phase_before_kv_,
+                 "every KV tensor was freed before its commit (a profiling KV cache): the KV burst is looked for again",
+                 now_ns);
 }
 
 std::optional<PhaseChange> PhaseTracker::observe_idle(std::uint64_t now_ns) {

@@ -27,6 +27,12 @@ struct PhaseRules {
   std::uint64_t kv_min_bytes = 64ull << 20;
   std::uint32_t kv_min_allocations = 3;
   double kv_min_free_fraction = 0.02;
+  // A KV cache in one allocation: a single allocation of at least this fraction of the free memory
+  // the sizing query returned is a KV burst by itself. vLLM >= 0.29 backs all layers with one
+  // allocation (ENGINES-2026.md finding 2), SGLang's unified pool is one torch.empty; with vLLM's
+  // default utilisation the cache takes 50-90% of that free memory. What else follows the sizing
+  // query (attention workspaces, SGLang's req_to_token) is a few percent of it at most.
+  double kv_single_min_free_fraction = 0.25;
   // torch.zeros launches one fill kernel per KV tensor: that many kernels between two KV allocations
   // keep the burst going; more end it.
   std::uint32_t kv_max_kernels_between = 4;
@@ -57,14 +63,28 @@ struct PhaseChange {
 //    a second time after the weights.
 //  -> kv_allocation (from loading after the post-weights query, SGLang; or from profiling after a
 //    query taken during profiling, vLLM's "after profile" sizing query): a KV burst as defined in
-//    PhaseRules, with no capture open. Activations of the profiling pass precede that query, and runs
+//    PhaseRules (a run of equal allocations, or one allocation holding the whole cache), with no
+//    capture open. Activations of the profiling pass precede that query, and runs
 //    of identical activations are far below kv_min_free_fraction of free memory.
 //    Allocations made while a capture is open (graph pools) never count, so vLLM's graph-memory
 //    estimate, which captures during profiling, leaves the phase at profiling.
-//  The KV window closes for good once profiling_min_kernels kernel launches (outside captures) have run
-//    while it was open and no KV burst was recognised: a forward pass ran after the sizing query, so
-//    whatever it allocates is activations, never KV (vLLM >= 0.29 backs the KV cache with one
-//    allocation, which is no burst; the compile warm-up after it allocates runs of equal buffers).
+//  The KV window closes once profiling_min_kernels kernel launches (outside captures) have run while
+//    it was open and no KV burst was recognised: a forward pass ran after the sizing query, so
+//    whatever it allocates is activations, never KV (a one-allocation KV cache smaller than
+//    kv_single_min_free_fraction is no burst; the compile warm-up after it allocates runs of equal
+//    buffers). It opens again when a capture ends, provided the window's second memory query came
+//    before any forward pass closed it: that is vLLM V1's graph-memory profiling
+//    (gpu_worker.py:524-528 runs profile_cudagraph_memory right after the sizing snapshot;
+//    gpu_model_runner.py:6780-6935: a minimal KV cache, graph_capture()'s synchronize and
+//    empty_cache, then per descriptor a query, an eager warm-up, a capture and a query), after which
+//    the real KV cache comes. Where the KV cache itself follows the sizing query (vLLM >= 0.29's
+//    Model Runner V2), the compile and kernel warm-ups run before the next query, so a window they
+//    closed stays closed for good; so it does in loading (SGLang sizes its pool without profiling).
+//  kv_allocation, post_kv_warmup or capture -> the phase before the burst: rearm_kv(), when every KV
+//    tensor of the burst was freed before any commit. That burst was a profiling KV cache (vLLM V1's
+//    _init_minimal_kv_cache_for_profiling, gpu_model_runner.py:6633-6660, freed by
+//    _cleanup_profiling_kv_cache, :6709-6739, before the real one is allocated): the KV window opens
+//    again and the next burst is recognised as if the first had not been. The one move backwards.
 //  kv_allocation -> post_kv_warmup: a module load, an allocation of another size, or more than
 //    kv_max_kernels_between kernel launches after the last KV allocation.
 //  kv_allocation or post_kv_warmup -> capture: the first capture begun after the KV burst.
@@ -81,6 +101,9 @@ class PhaseTracker {
   // Called by the interposer from time to time (any thread, under its lock) for eager engines that
   // never capture; now_ns on the same clock as Event::time_ns.
   std::optional<PhaseChange> observe_idle(std::uint64_t now_ns);
+  // Every KV tensor of the recognised burst was freed before the commit (see the rules above); no
+  // change outside kv_allocation, post_kv_warmup and capture, or while a capture is open.
+  std::optional<PhaseChange> rearm_kv(std::uint64_t now_ns);
 
   Phase current() const { return phase_; }
   // Whether the next allocation must be observed as an event of its own. When false, only its size
@@ -104,6 +127,14 @@ class PhaseTracker {
   }
   // The size of each tensor of the recognised KV burst; 0 until one has been recognised.
   std::uint64_t kv_tensor_bytes() const { return kv_tensor_bytes_; }
+  // Whether a memory query taken now may be the one the engine sizes its KV cache from: any query
+  // before the KV burst, except that in profiling only the first counts. vLLM takes its sizing
+  // snapshot right after the profiling forward (gpu_worker.py:515-520, memory_profiling's exit) and
+  // queries again while it profiles graph memory (gpu_model_runner.py:6857-6885) before allocating
+  // the KV cache: the last query before the burst is not the sizing one there.
+  bool next_query_may_size_kv() const {
+    return phase_ < Phase::kv_allocation && !(phase_ == Phase::profiling && profiling_query_seen_);
+  }
   const PhaseRules& rules() const { return rules_; }
 
  private:
@@ -120,6 +151,8 @@ class PhaseTracker {
   std::optional<PhaseChange> on_capture_begin(const Event& event, const CaptureBegin& begin);
   std::optional<PhaseChange> on_graph_launch(const Event& event);
   bool kv_eligible() const;
+  bool window_opened() const;  // the sizing query has been seen, no KV burst recognised (open or closed)
+  void reopen_after_graph_profiling();
   PhaseChange move_to(Phase to, std::string reason, std::uint64_t since_ns);
 
   PhaseRules rules_;
@@ -137,8 +170,11 @@ class PhaseTracker {
   bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
   std::uint32_t eager_kernels_in_window_ = 0;  // launches outside captures while the KV window was open
   bool kv_window_closed_ = false;              // a forward pass ran in the window: no KV burst now
+  std::uint32_t queries_in_window_ = 0;        // memory queries since the window opened
+  bool graph_profiling_ = false;               // the window's second query came before it closed
 
   KvRun run_;  // during kv_allocation: the burst itself
+  Phase phase_before_kv_ = Phase::loading;  // where rearm_kv() returns to
   std::uint64_t kv_tensor_bytes_ = 0;
 
   std::set<std::uint64_t> open_captures_;

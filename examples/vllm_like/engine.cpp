@@ -13,6 +13,10 @@ namespace vllm_like {
 namespace {
 
 constexpr std::uint64_t kKvRound = 2u << 20;  // KV tensor sizes are whole 2 MiB granules
+// One KV block of one layer in the one-allocation layout: 16 tokens of one KV head of 128 dims, K and V,
+// bf16 (the seed's TP8 rank). vLLM sizes that layout in whole blocks across all layers
+// (num_blocks = available // (page_size * num_layers)), so the cache is a multiple of num_layers pages.
+constexpr std::uint64_t kKvPageBytes = 8u << 10;
 constexpr std::uint32_t kActivationSeed = 0xac71u;
 
 }  // namespace
@@ -195,11 +199,13 @@ void Engine::profile() {
   }
   eager_forward();
   const std::uint64_t torch_peak_increase = alloc_->max_memory_allocated() - before;
-  const std::uint64_t graph_estimate = s_.estimate_graph_memory ? estimate_graph_memory() : 0;
+  // memory_profiling's exit: the "after profile" snapshot the KV cache is sized from. The graph-memory
+  // estimate comes after it (gpu_worker.py:515-528), with its own queries.
   alloc_->empty_cache();
   const std::uint64_t free = query_free();
   const std::uint64_t non_torch = total_ - free - alloc_->memory_reserved();
   const std::uint64_t non_torch_increase = non_torch > baseline_non_torch_ ? non_torch - baseline_non_torch_ : 0;
+  const std::uint64_t graph_estimate = s_.estimate_graph_memory ? estimate_graph_memory() : 0;
   const std::uint64_t non_kv = weights_bytes_ + torch_peak_increase + non_torch_increase + graph_estimate;
   std::printf(
       "vllm_like: phase profiling: weights %s GiB, torch peak memory increase %s GiB, non-torch forward "
@@ -227,12 +233,22 @@ void Engine::profile() {
 // Newer vLLM's estimate: capture a few sizes into a throw-away pool and extrapolate what they took
 // to all sizes: the first (largest) capture as the pool's base, the others' mean as the increment
 // per further size. Measured by free memory, so graph execs count too; an estimate, off both ways.
+// As vLLM V1's profile_cudagraph_memory (v1/worker/gpu_model_runner.py:6780-6935): a minimal KV cache
+// of min(max_num_reqs, largest capture size) blocks per layer first (_init_minimal_kv_cache_for_profiling,
+// :6633-6660), freed with empty_cache once the probes are gone (_cleanup_profiling_kv_cache, :6709-6739).
 std::uint64_t Engine::estimate_graph_memory() {
   const std::size_t count = s_.capture_sizes.size();
   const std::size_t n = s_.estimate_graph_sizes < count ? s_.estimate_graph_sizes : count;
   std::vector<std::size_t> sizes = s_.capture_sizes;
   std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  std::vector<Tensor> minimal_kv;
+  if (s_.graph_profiling_kv_per_layer > 0)
+    for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
+      minimal_kv.push_back(allocate(s_.graph_profiling_kv_per_layer));
+      VLLM_LIKE_CHECK(cudaMemsetAsync(minimal_kv.back().ptr, 0, s_.graph_profiling_kv_per_layer, main_stream_));
+    }
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
+  VLLM_LIKE_CHECK(cudaDeviceSynchronize());
   alloc_->empty_cache();
   enter_graph_capture();
   std::vector<CapturedGraph> probes;
@@ -251,6 +267,9 @@ std::uint64_t Engine::estimate_graph_memory() {
     alloc_->deallocate(g.output);
   }
   alloc_->release_graph_pool(pool);
+  VLLM_LIKE_CHECK(cudaDeviceSynchronize());
+  for (const Tensor& t : minimal_kv) alloc_->deallocate(t.ptr);
+  alloc_->empty_cache();
   return n > 1 ? first + rest / (n - 1) * (count - 1) : first * count;
 }
 
@@ -271,15 +290,23 @@ void Engine::size_kv_sglang() {
 
 void Engine::allocate_kv() {
   begin_phase("kv-cache");
-  const std::uint64_t per_layer = kv_bytes_ / s_.num_layers / kKvRound * kKvRound;
+  const std::uint64_t round = o_.kv_in_one_allocation ? kKvPageBytes : kKvRound;
+  const std::uint64_t per_layer = kv_bytes_ / s_.num_layers / round * round;
   if (per_layer == 0) throw EngineExit(kExitNoKvMemory, "ValueError: No available memory for the cache blocks.");
   std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
               gib(static_cast<double>(kv_bytes_)).c_str());
   kv_bytes_ = per_layer * s_.num_layers;
   // torch.zeros: an empty tensor, then a memset on the current stream.
-  for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
-    kv_.push_back(allocate(per_layer));
-    VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, main_stream_));
+  if (o_.kv_in_one_allocation) {
+    const Tensor whole = allocate(kv_bytes_);
+    VLLM_LIKE_CHECK(cudaMemsetAsync(whole.ptr, 0, kv_bytes_, main_stream_));
+    for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
+      kv_.push_back(Tensor{static_cast<char*>(whole.ptr) + layer * per_layer, per_layer});
+  } else {
+    for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
+      kv_.push_back(allocate(per_layer));
+      VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, main_stream_));
+    }
   }
   for (const TensorSpec& t : s_.persistent_buffers)
     for (std::size_t i = 0; i < t.count; ++i) {

@@ -30,6 +30,11 @@ struct EngineOptions {
   bool cuda_graphs = true;                       // false: vLLM --enforce-eager, SGLang --disable-cuda-graph
   std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory: KV size given, not profiled
   std::string kv_connector;                      // vLLM --kv-transfer-config: empty without a connector
+  // Every layer's KV in one allocation, layer l at l x the layer size: vLLM >= 0.29 (KVCacheTensor's
+  // `size` is the whole backing allocation, layers at offset + l * layer_stride, vllm#51718), SGLang's
+  // --enable-unified-memory pool (mem_cache/unified_memory_pool.py:216). Otherwise one tensor per layer
+  // (v1/worker/gpu_model_runner.py:7444-7480 before #51718).
+  bool kv_in_one_allocation = false;
   int device = 0;                                // also the rank: the launcher runs rank r on device r
 };
 

@@ -51,6 +51,10 @@ void print_usage() {
       "  --mem-fraction-static F      share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
       "  --disable-cuda-graph         no CUDA-graph capture; prefill and decode run eagerly\n"
       "Both:\n"
+      "  --kv-layout per-layer|one-allocation\n"
+      "                               one KV tensor per layer (default; vLLM up to 0.28, SGLang's pools) or\n"
+      "                               every layer in one allocation (vLLM 0.29 and later, SGLang's\n"
+      "                               --enable-unified-memory)\n"
       "  --device N                   CUDA device to use (default 0); also the rank\n"
       "  --ranks N                    launch N engine processes, rank r on device r, wait for all; exits\n"
       "                               with the lowest failing rank's status\n"
@@ -143,6 +147,14 @@ Cli parse_cli(int argc, char** argv) {
     } else if (arg == "--disable-cuda-graph") {
       cli.engine.cuda_graphs = false;
       sglang_only.emplace_back(arg);
+    } else if (arg == "--kv-layout" && has_value) {
+      const std::string_view layout = argv[++i];
+      if (layout == "per-layer")
+        cli.engine.kv_in_one_allocation = false;
+      else if (layout == "one-allocation")
+        cli.engine.kv_in_one_allocation = true;
+      else
+        usage_error("--kv-layout: '" + std::string(layout) + "' is not per-layer or one-allocation");
     } else if (arg == "--device" && has_value) {
       cli.engine.device = count("--device", argv[++i], 0);
       device_given = true;

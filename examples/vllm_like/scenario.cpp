@@ -76,6 +76,9 @@ Scenario parse(const json& j) {
   }
   if (profiling.contains("estimate_graph_sizes"))
     s.estimate_graph_sizes = count_of(profiling.at("estimate_graph_sizes"), "profiling.estimate_graph_sizes", 1);
+  if (profiling.contains("graph_profiling_kv_per_layer"))
+    s.graph_profiling_kv_per_layer =
+        size_of(profiling.at("graph_profiling_kv_per_layer"), "profiling.graph_profiling_kv_per_layer");
 
   if (j.contains("kv_cache") && j.at("kv_cache").contains("persistent_buffers"))
     s.persistent_buffers = tensors_of(j.at("kv_cache").at("persistent_buffers"), "kv_cache.persistent_buffers");

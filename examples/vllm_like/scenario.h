@@ -35,6 +35,8 @@ struct Scenario {
   std::uint64_t non_torch_growth = 0;  // NCCL/cuBLAS workspaces: plain cudaMalloc, outside torch
   bool estimate_graph_memory = false;  // newer vLLM: subtract a profiled graph-memory estimate
   std::size_t estimate_graph_sizes = 2;
+  // With the estimate: each layer's share of the minimal KV cache vLLM allocates for it (0: none).
+  std::uint64_t graph_profiling_kv_per_layer = 0;
 
   std::vector<TensorSpec> persistent_buffers;  // allocated right after the KV tensors
 

@@ -94,6 +94,19 @@ void defer_locked(DeviceKv& d) {
                d.device, k.engine.eager_reason);
 }
 
+// Every deferred KV tensor was freed before the commit: that was a profiling KV cache (vLLM V1 allocates
+// one for its graph-memory profiling and frees it before the real one, gpu_model_runner.py:6633-6739).
+// The device waits for its KV burst again, as before the first; the KV window opens again.
+void rearm(KvState& k, DeviceKv& d) {
+  d.deferred = false;
+  d.deferred_bytes = 0;
+  d.trigger = policy::CommitTrigger(k.trigger_config);
+  log().info("device {}: every deferred KV tensor was freed before its commit (a profiling KV cache): the KV "
+             "burst is looked for again",
+             d.device);
+  rearm_kv_recognition(d.device);
+}
+
 // A KV connector on the engine's command line keeps KV out of the arena, unless the user says which
 // allocations are KV: KVREMAP_KV_TENSOR_BYTES, or a `kv` tag (checked where it applies, in allocate).
 bool keeps_kv_for_connector(const KvState& k) {
@@ -121,8 +134,8 @@ std::string nothing_deferred_reason(const KvState& k) {
     if (d && !d->regions.empty())
       return fmt::format(
           "device {} placed {} allocations in the arena but no KV burst was recognised (a KV cache in one "
-          "allocation, as vLLM 0.29 and later make, is none: tag it with kvremap_tag_push(\"kv\") or name "
-          "its tensor size with KVREMAP_KV_TENSOR_BYTES)",
+          "allocation is one only from a quarter of the free memory the sizing query returned: tag it with "
+          "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
           d->device, d->regions.size());
   return fmt::format(
       "no allocation of at least KVREMAP_KV_MIN_BYTES={} was made after the engine's sizing memory "
@@ -258,8 +271,11 @@ bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
     if (it->kv && d.deferred && !d.committed) d.deferred_bytes -= d.arena->region_bytes(ptr);
     *result = d.arena->release(ptr);
     d.regions.erase(it);
-    refresh_counts(k);
     on_free(ptr, AllocKind::kKvArena, api);
+    if (d.deferred && !d.committed && d.trigger.open_captures() == 0 &&
+        std::none_of(d.regions.begin(), d.regions.end(), [](const Placement& r) { return r.kv; }))
+      rearm(k, d);
+    refresh_counts(k);
     return true;
   }
   return false;
@@ -403,6 +419,49 @@ std::size_t kv_reported_free(std::size_t driver_free) {
   return 0;
 }
 
+namespace {
+
+// Serving's need beyond the commit: each category's rise above its level then, at its peak (the KV
+// cache's own category is the committed cache itself); with `asked`, what is live now plus the ask.
+std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked) {
+  std::uint64_t peak = 0, live = 0;
+  const auto windows = post_kv_windows(d.device);
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    if (i == static_cast<std::size_t>(policy::Category::kv)) continue;
+    if (windows[i].peak > windows[i].at_start) peak += static_cast<std::uint64_t>(windows[i].peak - windows[i].at_start);
+    if (windows[i].live > windows[i].at_start) live += static_cast<std::uint64_t>(windows[i].live - windows[i].at_start);
+  }
+  return std::max(peak, live + asked);
+}
+
+}  // namespace
+
+void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
+  if (!kv_mode()) return;
+  try {
+    KvState& k = K();
+    // A failed commit stops the process from inside the lock; an allocation the arena refused
+    // returns before this hook runs.
+    std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
+    if (!g.owns_lock()) return;
+    DeviceKv& d = k.at(device_hint >= 0 ? device_hint : tracked_device_now());
+    if (!d.committed || !d.profile) return;
+    const std::uint64_t need = serving_need(d, bytes);
+    if (need <= d.profile->serving_peak_bytes.value_or(0)) return;
+    d.profile->serving_peak_bytes = need;
+    std::size_t free_bytes = 0, total = 0;
+    const bool measured = real_memory_info(&free_bytes, &total);
+    log().warn("device {}: serving ran out of memory after the commit ({} asked{}): the profile keeps room for {} of "
+               "serving beside the KV cache, so the next start of this configuration is sized to leave it",
+               d.device, policy::format_bytes(bytes),
+               measured ? ", " + policy::format_bytes(free_bytes) + " free" : std::string(),
+               policy::format_bytes(need));
+    write_profile(k, d);
+  } catch (...) {
+    // Learning costs the profile, never the engine's own out-of-memory error.
+  }
+}
+
 void kv_at_exit() {
   if (!kv_mode()) return;
   KvState& k = K();
@@ -413,14 +472,9 @@ void kv_at_exit() {
     if (!d || !d->committed) continue;
     kv_event([&] { trace_events::kv_serving_peaks(d->device, post_kv_peaks(d->device)); });
     if (!d->profile) continue;
-    // Serving's need beyond the commit: each category's rise above its level then (the KV cache's
-    // own category is the committed cache itself).
-    std::uint64_t peak = 0;
-    const auto windows = post_kv_windows(d->device);
-    for (std::size_t i = 0; i < windows.size(); ++i)
-      if (i != static_cast<std::size_t>(policy::Category::kv) && windows[i].peak > windows[i].at_start)
-        peak += static_cast<std::uint64_t>(windows[i].peak - windows[i].at_start);
-    d->profile->serving_peak_bytes = peak;
+    // Serving's need beyond the commit, or what a serving out-of-memory recorded (kv_out_of_memory) if
+    // more: what failed is never forgotten.
+    d->profile->serving_peak_bytes = std::max(serving_need(*d, 0), d->profile->serving_peak_bytes.value_or(0));
     write_profile(k, *d);
   }
   warn_if_nothing_deferred(k);

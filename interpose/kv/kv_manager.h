@@ -95,6 +95,10 @@ void kv_listening(int fd);
 void kv_capture_ended(std::uint64_t stream);
 // At exit, before the summary: the serving peaks since each device's commit.
 void kv_at_exit();
+// An allocation hook is about to return out of memory for `bytes` (set_out_of_memory_hook): after the
+// device's commit, serving's need (what it holds beyond the commit plus what it asked) goes into the
+// profile at once, so the next start of the configuration keeps room for it.
+void kv_out_of_memory(std::uint64_t bytes, int device_hint);
 // While KV is deferred, what a memory query returns: free memory as if KV were fully backed.
 std::size_t kv_reported_free(std::size_t driver_free);
 // Before the KV burst, at the memory query a profile of this configuration names as the engine's

@@ -11,9 +11,11 @@
 #include <memory>
 
 #include "interpose/base/process_cmdline.h"
+#include "interpose/kv/kv_manager.h"
 #include "interpose/process/exit_handlers.h"
 #include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
+#include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
 
 extern char** environ;
@@ -53,6 +55,7 @@ spdlog::level::level_enum to_spdlog(policy::LogLevel level) {
 __attribute__((constructor)) void load() {
   // First, whatever fails below: tracking writes its summary at exit and on a terminating signal.
   set_tracking_start_hook(&tracker_detail::install_exit_handlers);
+  set_out_of_memory_hook(&kv_out_of_memory);
   try {
     trace_now_us();  // fixes the trace's time origin at load
     capture_command_line_at_load();  // before the program can rename itself

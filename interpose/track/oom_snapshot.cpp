@@ -20,6 +20,9 @@ namespace {
 
 using namespace tracker_detail;
 
+// The KV layer's serving out-of-memory hook (set_out_of_memory_hook).
+constinit std::atomic<void (*)(std::uint64_t, int)> g_out_of_memory_hook{nullptr};
+
 // How many callers a snapshot names; the rest are summed.
 constexpr std::size_t kTopCallers = 8;
 
@@ -97,8 +100,14 @@ void forget_caller(int kind, std::uint64_t key) {
   r.held.erase({kind, key});
 }
 
+void set_out_of_memory_hook(void (*hook)(std::uint64_t bytes, int device_hint)) {
+  g_out_of_memory_hook.store(hook, std::memory_order_release);
+}
+
 void on_out_of_memory(std::uint64_t bytes, const char* api, void* return_address, int device_hint) {
-  if (!tracking() || !trace().is_open()) return;
+  if (!tracking()) return;
+  if (void (*hook)(std::uint64_t, int) = g_out_of_memory_hook.load(std::memory_order_acquire)) hook(bytes, device_hint);
+  if (!trace().is_open()) return;
   try {
     State& st = S();
     const int device = device_hint >= 0 ? device_index(device_hint) : tracked_device_now();

@@ -66,6 +66,13 @@ inline void ensure_started() {
 // other events is fed as at most this many.
 constexpr std::uint32_t kMaxLaunchesFed = 1024;
 
+void announce_phase_change(int device, const policy::PhaseChange& change) {
+  trace_events::phase_changed(device, change.from, change.to, change.reason);
+  emit_all_counters();
+  log().info("device {}: phase {} -> {} ({})", device, policy::to_string(change.from), policy::to_string(change.to),
+             change.reason);
+}
+
 void feed_phase(int device, policy::EventKind kind) {
   std::optional<policy::PhaseChange> change;
   policy::Phase phase_now{};
@@ -93,7 +100,7 @@ void feed_phase(int device, policy::EventKind kind) {
     S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
     // The KV cache is sized from the query that ended the profiling pass: its transient peak is
     // what serving's forward passes will need again.
-    if (change && change->to == policy::Phase::kv_allocation) {
+    if (change && change->to == policy::Phase::kv_allocation && !S().devices[di].post_kv.load()) {
       DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
       d.profiling_peak.store(std::max(d.last_transient_peak.load(), d.profiling_transient_max.load()));
     }
@@ -104,11 +111,7 @@ void feed_phase(int device, policy::EventKind kind) {
       S().all_serving.store(all);
     }
   }
-  if (!change) return;
-  trace_events::phase_changed(device, change->from, change->to, change->reason);
-  emit_all_counters();
-  log().info("device {}: phase {} -> {} ({})", device, policy::to_string(change->from), policy::to_string(change->to),
-             change->reason);
+  if (change) announce_phase_change(device, *change);
 }
 
 // The device of the calling thread's last tracked call (t_hot.last_device): launches are
@@ -379,6 +382,22 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
   });
 }
 
+void rearm_kv_recognition(int device) {
+  guarded("rearm_kv_recognition", [&] {
+    std::optional<policy::PhaseChange> change;
+    const auto di = static_cast<std::size_t>(device_index(device));
+    {
+      std::lock_guard<std::mutex> g(S().lock);
+      auto& tracker = S().phases[di];
+      if (!tracker) return;
+      change = tracker->rearm_kv(trace_now_ns());
+      S().devices[di].phase_now.store(static_cast<std::uint8_t>(tracker->current()));
+      S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
+    }
+    if (change) announce_phase_change(static_cast<int>(di), *change);
+  });
+}
+
 bool on_free(std::uint64_t ptr, AllocKind kind, const char* api) {
   const FreeTicket ticket = begin_free(ptr, held_of(kind));
   end_free(ticket, true, api);
@@ -398,14 +417,14 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
     const std::int64_t transient = d.other_max_since_query.load() - other_now;
     d.last_transient_peak.store(transient > 0 ? static_cast<std::uint64_t>(transient) : 0);
     d.other_max_since_query.store(other_now);
-    const bool sizing =
-        !d.post_kv.load() && static_cast<policy::Phase>(d.phase_now.load()) < policy::Phase::kv_allocation;
-    if (sizing) d.sizing_free.store(returned_free);
     trace_events::MemoryQuery query;
     {
       std::lock_guard<std::mutex> g(S().lock);
       const auto& tracker = S().phases[static_cast<std::size_t>(device)];
+      // The query the engine may size its KV cache from (policy/phases.h, next_query_may_size_kv).
+      const bool sizing = !d.post_kv.load() && (tracker ? tracker->next_query_may_size_kv() : true);
       if (sizing) {
+        d.sizing_free.store(returned_free);
         d.sizing_index.store(static_cast<std::int64_t>(S().checkpoints.size()));
         d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
         d.sizing_driver_free.store(driver_free);

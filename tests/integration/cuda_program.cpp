@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -478,9 +479,10 @@ int kv_copy() {
 }
 
 // vLLM >= 0.29 with Model Runner V2 (ENGINES-2026.md sequence A): the sizing query after the profiling
-// forward, the whole KV cache in one allocation, then the compile warm-up, whose forward allocates a run
-// of equal activation buffers of 64 MiB and more and writes them while it runs. Those buffers must keep
-// their data: they are activations, not KV.
+// forward, the whole KV cache in one allocation (KV_MIB, default 1536: 41% of the free memory on a
+// 4 GiB device), then the compile warm-up, whose forward allocates a run of equal activation buffers of
+// 64 MiB and more and writes them while it runs. Those buffers must keep their data: they are
+// activations, not KV. The KV cache must read back what the engine wrote into it after start-up.
 int activations_after_kv() {
   cudaKernel_t kernel = touch_kernel();
   void* target = nullptr;
@@ -499,8 +501,10 @@ int activations_after_kv() {
   check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "memory query before profiling");
   check(forward(100), "profiling forward");
   check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "sizing memory query after profiling");
-  void* kv = nullptr;
-  check(cudaMalloc(&kv, 128 * kMiB) == cudaSuccess && cudaMemset(kv, 0, 128 * kMiB) == cudaSuccess,
+  const char* kv_mib = std::getenv("KV_MIB");
+  const size_t kv_bytes = (kv_mib ? std::strtoull(kv_mib, nullptr, 10) : 1536) * kMiB;
+  unsigned char* kv = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&kv), kv_bytes) == cudaSuccess && cudaMemset(kv, 0, kv_bytes) == cudaSuccess,
         "the KV cache in one allocation");
   check(forward(100), "compile warm-up forward");
   unsigned char* activations[4] = {};
@@ -521,6 +525,17 @@ int activations_after_kv() {
            last == 0x5a;
   }
   check(kept, "every activation buffer kept what the forward wrote");
+  // Serving writes the first and the last layer's blocks and reads them back.
+  const unsigned char pattern[4] = {1, 2, 3, 4};
+  unsigned char first[4] = {}, last[4] = {}, zero[4] = {9, 9, 9, 9};
+  check(cudaMemcpy(kv + 4096, pattern, sizeof pattern, cudaMemcpyHostToDevice) == cudaSuccess &&
+            cudaMemcpy(kv + kv_bytes - 4096, pattern, sizeof pattern, cudaMemcpyHostToDevice) == cudaSuccess &&
+            cudaMemcpy(first, kv + 4096, sizeof first, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(last, kv + kv_bytes - 4096, sizeof last, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(zero, kv + kv_bytes / 2, sizeof zero, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            std::memcmp(first, pattern, 4) == 0 && std::memcmp(last, pattern, 4) == 0 &&
+            zero[0] == 0 && zero[3] == 0,
+        "the KV cache reads back what serving wrote, and zeros elsewhere");
   return failures;
 }
 

@@ -344,6 +344,125 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
   EXPECT_EQ(third.u("kv committed", "kv_bytes"), second.u("kv committed", "kv_bytes")) << "settled";
 }
 
+// vLLM >= 0.29 (one allocation for every layer's KV, ENGINES-2026.md sequence A) and SGLang's unified
+// pool: stock runs out of memory after the KV cache; under kvremap the one allocation is deferred as one
+// tensor, the first start serves with its deficit at the end of that allocation on host memory, and the
+// second start, sized from the first one's profile, holds its whole KV cache on the device.
+TEST(LearnedSizing, AOneAllocationKvCacheStartsAndTheSecondStartFits) {
+  std::vector<std::string> vllm = vllm_argv("0.95"), sglang = sglang_argv("0.9");
+  for (std::vector<std::string>* argv : {&vllm, &sglang}) {
+    argv->insert(argv->end(), {"--kv-layout", "one-allocation"});
+    SCOPED_TRACE((*argv)[0]);
+    const RunResult stock = run_program(*argv, kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO),
+                                        {"LD_PRELOAD"}, 120);
+    EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory: " << stock.out << stock.err;
+    const std::string profiles = make_temp_dir();
+    const Start first = start(*argv, profiles);
+    ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+    EXPECT_NE(first.run.out.find("KV verified"), std::string::npos) << first.run.out;
+    EXPECT_EQ(first.u("kv deferred", "regions"), 1u);
+    EXPECT_GT(first.u("kv committed", "host_bytes"), 0u) << "the first start has a deficit";
+    EXPECT_NE(first.run.err.find("of the one KV allocation"), std::string::npos) << first.run.err;
+
+    const Start second = start(*argv, profiles);
+    expect_fits_on_device(second, oracle_kv(first));
+    EXPECT_EQ(second.u("kv deferred", "regions"), 1u);
+    EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
+  }
+}
+
+// vLLM V1 with graph-memory profiling (ENGINES-2026.md sequence B, findings 3 and 7): its sizing snapshot,
+// then a minimal KV cache and probe captures between memory queries, then the real KV cache. The KV
+// cache is deferred whatever the probes did, the profile records the snapshot as the sizing query (not
+// the last probe query), and the second start, shifted there, holds its whole KV cache on the device.
+TEST(LearnedSizing, VllmV1GraphProfilingIsSizedAtItsSnapshot) {
+  std::vector<std::string> argv = vllm_argv("0.98");
+  argv[2] = GRAPH_ESTIMATE_SCENARIO;
+  const std::string profiles = make_temp_dir();
+  const Start first = start(argv, profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  EXPECT_EQ(first.u("kv deferred", "regions"), 48u);
+  ASSERT_GT(first.u("kv committed", "host_bytes"), 0u) << "the first start has a deficit";
+  // The queries of the graph-memory probes come after the snapshot: the profile's sizing query is the
+  // first one taken after the profiling forward.
+  const auto profile_files = [&] {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator(profiles))
+      if (entry.path().extension() == ".json") out.push_back(entry.path());
+    return out;
+  }();
+  ASSERT_EQ(profile_files.size(), 1u);
+  const nlohmann::json profile = nlohmann::json::parse(slurp(profile_files[0]));
+  const std::size_t sizing = profile.at("sizing_query").at("index").get<std::size_t>();
+  const auto& queries = first.traces[0].checkpoints;
+  ASSERT_LT(sizing + 4, queries.size());
+  for (std::size_t probe = sizing + 1; probe <= sizing + 4; ++probe) {
+    EXPECT_NE(queries.at(probe).phase, "kv_allocation") << "two probes, each between two queries, precede the KV";
+    EXPECT_LT(queries.at(probe).returned_free, queries.at(sizing).returned_free) << "the minimal KV cache is live";
+  }
+
+  const Start second = start(argv, profiles);
+  expect_fits_on_device(second, oracle_kv(first));
+  const auto* adjusted = second.event("kv sizing adjusted");
+  ASSERT_NE(adjusted, nullptr) << second.run.err;
+  EXPECT_EQ(adjusted->args.at("query_index").get<std::size_t>(), sizing);
+  EXPECT_EQ(second.event("kv sizing missed"), nullptr) << second.run.err;
+}
+
+// The same with a minimal KV cache large enough to be recognised as a KV burst (an MHA model: 128 MiB per
+// layer, ENGINES-2026.md finding 7): it is deferred, freed before its commit, and the burst is looked for
+// again, so the real KV cache after it is deferred and committed, and the engine serves from it.
+TEST(LearnedSizing, AProfilingKvCacheFreedBeforeItsCommitRearmsRecognition) {
+  const std::string scenario = make_temp_dir() + "/mha.json";
+  std::string text = slurp(GRAPH_ESTIMATE_SCENARIO);
+  const std::string from = "\"graph_profiling_kv_per_layer\": \"4MiB\"";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "\"graph_profiling_kv_per_layer\": \"128MiB\"");
+  std::ofstream(scenario) << text;
+  std::vector<std::string> argv = vllm_argv("0.95");
+  argv[2] = scenario;
+  const Start first = start(argv, make_temp_dir(), {"KVREMAP_LOG_LEVEL=info"});
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  EXPECT_NE(first.run.out.find("KV verified"), std::string::npos) << first.run.out;
+  ASSERT_EQ(first.traces.size(), 1u);
+  std::vector<std::uint64_t> deferred_tensors;
+  for (const auto& e : first.traces[0].other_events)
+    if (e.name == "kv deferred") deferred_tensors.push_back(e.args.at("tensor_bytes").get<std::uint64_t>());
+  ASSERT_EQ(deferred_tensors.size(), 2u) << first.run.err;
+  EXPECT_EQ(deferred_tensors[0], 128ull << 20) << "the profiling KV cache";
+  EXPECT_GT(deferred_tensors[1], 128ull << 20) << "the real one";
+  EXPECT_EQ(first.u("kv deferred", "regions"), 48u);
+  EXPECT_NE(first.run.err.find("the KV burst is looked for again"), std::string::npos) << first.run.err;
+  ASSERT_NE(first.event("kv committed"), nullptr);
+  EXPECT_EQ(first.u("kv committed", "kv_bytes"), 48 * deferred_tensors[1]);
+}
+
+// An SGLang start at --mem-fraction-static 0.93 (issue 30): under kvremap it passes capture, commits, and
+// its serving prefill then runs out of memory (its reserve, less what graphs and autotuning kept, is
+// below the prefill's activations). Each out-of-memory is written into the profile at once, and each next
+// start of the same command keeps room for what failed: the prefill's activations grow tensor by
+// tensor, so the second start gets further and fails at a larger one, and the third serves.
+TEST(LearnedSizing, AServingOutOfMemoryIsLearnedUntilTheStartServes) {
+  const std::string profiles = make_temp_dir();
+  std::vector<Start> starts;
+  for (int i = 0; i < 3; ++i) {
+    starts.push_back(start(sglang_argv("0.93"), profiles));
+    const Start& s = starts.back();
+    ASSERT_NE(s.event("kv committed"), nullptr) << s.run.err;
+    if (i > 0) {
+      ASSERT_NE(s.event("kv sizing adjusted"), nullptr) << s.run.err;
+      EXPECT_LT(s.u("kv committed", "kv_bytes"), starts[starts.size() - 2].u("kv committed", "kv_bytes"));
+    }
+    if (i < 2) {
+      EXPECT_EQ(s.run.exit_code, 5) << s.run.out << s.run.err;
+      EXPECT_NE(s.run.err.find("phase serving failed: torch.OutOfMemoryError"), std::string::npos) << s.run.err;
+      EXPECT_NE(s.run.err.find("serving ran out of memory after the commit"), std::string::npos) << s.run.err;
+    }
+  }
+  EXPECT_EQ(starts[2].run.exit_code, 0) << starts[2].run.out << starts[2].run.err;
+  EXPECT_NE(starts[2].run.out.find("vllm_like: started"), std::string::npos) << starts[2].run.out;
+}
+
 // At 0.9 the first start fits with GiBs to spare. `learned` never gives more KV than the engine asks
 // for; `fit` grows the KV cache into the surplus: more KV than stock at 0.9, still all on the device.
 // PyTorch's allocator configuration and vLLM's model runner decide what a start allocates: a start with

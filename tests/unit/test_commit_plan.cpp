@@ -66,6 +66,20 @@ TEST(CommitPlan, TheDeficitGoesToTheEndOfEveryTensorRoundedUpToTheGranularity) {
   EXPECT_TRUE(has(p.message, "the last 8.00 MiB of each of 40 tensors")) << p.message;
 }
 
+// vLLM >= 0.29's KV cache is one allocation: the deficit is its end, and the plan says what that is.
+TEST(CommitPlan, TheHostPartOfAOneAllocationKvCacheIsItsEnd) {
+  CommitInputs in = seed(20 * kGiB + 768 * kMiB);
+  in.tensor_bytes = {20 * kGiB};
+  const CommitPlan p = plan_commit(in);
+  EXPECT_EQ(p.verdict, CommitVerdict::host_tail);
+  ASSERT_EQ(p.tensors.size(), 1u);
+  EXPECT_EQ(p.tensors[0].host_bytes, 256 * kMiB);
+  EXPECT_EQ(p.tensors[0].device_bytes, 20 * kGiB - 256 * kMiB);
+  EXPECT_TRUE(has(p.message, "the last 256.00 MiB of the one KV allocation (with a layer-major layout as vLLM's, "
+                             "whole last layers that every forward pass reads from host memory)"))
+      << p.message;
+}
+
 TEST(CommitPlan, AnExactMultipleNeedsNoRounding) {
   const CommitPlan p = plan_commit(seed(20 * kGiB + kGiB - 80 * kMiB));  // 80 MiB short: 2 MiB each
   EXPECT_EQ(p.host_bytes, 80 * kMiB);

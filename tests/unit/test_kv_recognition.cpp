@@ -165,16 +165,17 @@ TEST(KvRecognition, SglangStartupFindsThePoolWithoutProfiling) {
   EXPECT_FALSE(contains(got.placed, req_to_token)) << "after the recognised burst: ordinary memory";
 }
 
-// An engine whose sizing query is followed by only two KV tensors: recognition needs three, so
-// nothing is KV — unless KVREMAP_KV_TENSOR_BYTES names the size.
+// An engine whose sizing query is followed by only two KV tensors, each too small a share of the free
+// memory to be a whole KV cache: recognition needs three, so nothing is KV — unless
+// KVREMAP_KV_TENSOR_BYTES names the size.
 TEST(KvRecognition, TensorSizeOverrideCoversBurstsRecognitionMisses) {
   Startup s;
   s.query(79 * GiB);
   s.weights(2, 2, 1 * GiB);
   s.query(70 * GiB);
   s.query(70 * GiB);
-  const std::uint64_t k = s.zeros(30 * GiB);
-  const std::uint64_t v = s.zeros(30 * GiB);
+  const std::uint64_t k = s.zeros(12 * GiB);
+  const std::uint64_t v = s.zeros(12 * GiB);
   s.alloc(16 * MiB);
   s.capture({64 * MiB});
   s.graph_launch();
@@ -185,11 +186,11 @@ TEST(KvRecognition, TensorSizeOverrideCoversBurstsRecognitionMisses) {
   EXPECT_EQ(plain.placed, (std::vector<std::uint64_t>{k, v})) << "placed, but stays backed as ordinary memory";
 
   RecognitionConfig c;
-  c.tensor_override = 30 * GiB;
+  c.tensor_override = 12 * GiB;
   const KvRecognition forced = recognise_kv(s.events(), c);
   EXPECT_TRUE(forced.burst_ended);
   EXPECT_EQ(forced.kv, (std::vector<std::uint64_t>{k, v}));
-  EXPECT_EQ(forced.tensor_bytes, 30 * GiB);
+  EXPECT_EQ(forced.tensor_bytes, 12 * GiB);
 }
 
 TEST(KvRecognition, KvMinBytesIsTheEnvOverrideOfWhatIsACandidate) {

@@ -166,6 +166,92 @@ TEST(Phases, VllmGraphMemoryEstimateDuringProfilingStaysInProfiling) {
                                           P::capture, P::serving}));
 }
 
+// vLLM V1's graph-memory profiling after its sizing snapshot (ENGINES-2026.md sequence B, findings 3
+// and 7; gpu_worker.py:515-528, gpu_model_runner.py:6780-6935): a minimal KV cache of a few MiB per
+// layer, graph_capture()'s synchronize and empty_cache, then per mode two descriptors, each a query,
+// an eager warm-up and a capture, and a query; everything freed; then the real KV cache. The warm-ups
+// close the KV window, each capture's end opens it again, and the real per-layer tensors are the
+// burst. Only the first query after the profiling forward may size the KV cache.
+void vllm_v1_graph_profiling(Engine& e) {
+  for (int layer = 0; layer < 48; ++layer) e.zeros(4 * MiB);  // _init_minimal_kv_cache_for_profiling
+  for (int i = 0; i < 4; ++i) {                              // PIECEWISE, then FULL: two descriptors each
+    EXPECT_FALSE(e.tracker.next_query_may_size_kv());
+    e.query(45 * GiB);
+    e.alloc(1 * GiB);  // the warm-up's activations
+    e.kernels(100);
+    EXPECT_FALSE(e.tracker.kv_window()) << "a forward pass closes it";
+    e.capture(910 + static_cast<std::uint64_t>(i), 256 * MiB);
+    EXPECT_TRUE(e.tracker.kv_window()) << "graph-memory profiling: open again";
+    e.query(44 * GiB);
+  }
+}
+
+TEST(Phases, VllmV1GraphMemoryProfilingKeepsTheSizingQueryAndTheKvWindow) {
+  Engine e;
+  vllm_until_sized(e);
+  EXPECT_FALSE(e.tracker.next_query_may_size_kv()) << "the after-profile snapshot was the sizing query";
+  vllm_v1_graph_profiling(e);
+  vllm_kv_and_capture(e);
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 800 * MiB);
+  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::profiling, P::kv_allocation, P::post_kv_warmup,
+                                          P::capture, P::serving}));
+
+  // Model Runner V2 with a one-allocation KV cache too small to be recognised: the compile warm-up
+  // closes the window before the next query, and the captures after it never open it again.
+  Engine mrv2;
+  vllm_until_sized(mrv2);
+  mrv2.zeros(8 * GiB);
+  mrv2.kernels(100);
+  mrv2.query(30 * GiB);
+  for (std::uint64_t size = 0; size < 4; ++size) {
+    mrv2.kernels(15);
+    mrv2.capture(size);
+  }
+  EXPECT_FALSE(mrv2.tracker.kv_window());
+  for (int i = 0; i < 4; ++i) mrv2.alloc(1 * GiB);  // serving's activations
+  EXPECT_EQ(mrv2.tracker.kv_tensor_bytes(), 0u);
+  EXPECT_EQ(mrv2.tracker.current(), P::profiling);
+}
+
+// An MHA model's minimal KV cache reaches 64 MiB per layer: it is a KV burst. Once every tensor of it
+// is freed before the commit, rearm_kv() returns to profiling and the real KV cache is the burst.
+TEST(Phases, AProfilingKvCacheFreedBeforeItsCommitRearmsRecognition) {
+  Engine e;
+  vllm_until_sized(e);
+  EXPECT_FALSE(e.tracker.rearm_kv(e.now())) << "no burst yet: nothing to re-arm";
+  for (int layer = 0; layer < 48; ++layer) e.zeros(128 * MiB);  // the minimal KV cache
+  e.query(40 * GiB);
+  EXPECT_EQ(e.tracker.current(), P::kv_allocation);
+  e.kernels(100);
+  e.feed(CaptureBegin{7, CaptureMode::relaxed});
+  EXPECT_FALSE(e.tracker.rearm_kv(e.now())) << "never while a capture is open";
+  e.feed(CaptureEnd{7, true});
+  const auto change = e.tracker.rearm_kv(e.now());
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->from, P::capture);
+  EXPECT_EQ(change->to, P::profiling);
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 0u);
+  EXPECT_TRUE(e.tracker.kv_window());
+  for (int layer = 0; layer < 48; ++layer) e.zeros(800 * MiB);  // the real KV cache
+  EXPECT_EQ(e.tracker.current(), P::kv_allocation);
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 800 * MiB);
+}
+
+// SGLang sizes its pool without profiling: a capture never reopens a window its warm-ups closed, even
+// when a query followed the sizing one at once ("Memory pool end" after KV buffers too small to count).
+TEST(Phases, SglangNeverReopensTheKvWindow) {
+  Engine e;
+  e.query(79 * GiB);
+  e.load_weights();
+  e.query(50 * GiB);
+  e.query(50 * GiB);                                   // the sizing query
+  for (int i = 0; i < 2 * 48; ++i) e.zeros(32 * MiB);  // KV buffers below 64 MiB: no burst
+  e.query(47 * GiB);                                   // "Memory pool end"
+  e.kernels(100);                                      // attention backends' warm-up
+  e.capture(1);
+  EXPECT_FALSE(e.tracker.kv_window());
+}
+
 TEST(Phases, ProfilingActivationsOfOneSizeAreNotKv) {
   Engine e;
   e.query(79 * GiB);
@@ -202,6 +288,22 @@ TEST(Phases, SglangGoesFromLoadingStraightToKv) {
   e.graph_launch();
   EXPECT_EQ(e.path(),
             (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup, P::capture, P::serving}));
+}
+
+// SGLang --enable-unified-memory: one torch.empty byte buffer for the whole pool
+// (mem_cache/unified_memory_pool.py:216), no fill kernel; a large req_to_token (long context) before it.
+TEST(Phases, SglangUnifiedPoolInOneAllocationIsTheBurst) {
+  Engine e;
+  e.query(79 * GiB);
+  e.load_weights();
+  e.query(50 * GiB);      // "Load weight end"
+  e.query(50 * GiB);      // profile_max_num_token
+  e.zeros(2 * GiB);       // req_to_token_pool: int32 (max_reqs + 1) x context, 4% of the free memory
+  EXPECT_EQ(e.tracker.current(), P::loading);
+  e.alloc(40 * GiB);      // the unified pool
+  e.alloc(64 * MiB);      // the multi-ended allocator's free lists
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 40 * GiB);
+  EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup}));
 }
 
 TEST(Phases, EagerEngineReachesServingOnlyAfterAQuietPeriod) {
@@ -348,14 +450,43 @@ TEST(Phases, KvWindowOpensAtTheSizingQueryOnly) {
   EXPECT_TRUE(only_after.tracker.kv_window());
 }
 
-// vLLM >= 0.29 backs the whole KV cache with one allocation (ENGINES-2026.md sequence A): no burst. The
+// vLLM >= 0.29 backs the whole KV cache with one allocation (ENGINES-2026.md sequence A, finding 2):
+// one allocation of a large share of the sizing query's free memory is the KV burst by itself. The
 // compile warm-up after it allocates runs of equal activation buffers >= 64 MiB while its forward runs:
-// the window has closed by then, so they are never taken for KV.
+// the burst is over by then, so they are never taken for KV.
+TEST(Phases, OneAllocationHoldingTheWholeKvCacheIsTheBurst) {
+  Engine e;
+  vllm_until_sized(e);  // the sizing query returned 46 GiB free
+  ASSERT_TRUE(e.tracker.kv_window());
+  e.alloc(256 * MiB);  // attention workspaces: not a KV cache by themselves
+  EXPECT_EQ(e.tracker.current(), P::profiling);
+  e.zeros(40 * GiB);  // torch.zeros(int8, L x blocks x page): the one KV allocation
+  EXPECT_EQ(e.tracker.current(), P::kv_allocation);
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 40 * GiB);
+  ASSERT_FALSE(e.changes.empty());
+  EXPECT_NE(e.changes.back().reason.find("one allocation of 40.00 GiB (86% of the free memory"), std::string::npos)
+      << e.changes.back().reason;
+  e.kernels(100);  // dummy runs for the compile sizes
+  EXPECT_EQ(e.tracker.current(), P::post_kv_warmup);
+  for (int i = 0; i < 4; ++i) e.alloc(1 * GiB);  // activation buffers of one size
+  EXPECT_FALSE(e.tracker.kv_window());
+  EXPECT_EQ(e.tracker.kv_tensor_bytes(), 40 * GiB);
+
+  // Just under a quarter of the free memory: a workspace as far as the rules know, never a burst.
+  Engine small;
+  vllm_until_sized(small);
+  small.zeros(46 * GiB / 4 - 2 * MiB);
+  EXPECT_EQ(small.tracker.current(), P::profiling);
+  EXPECT_EQ(small.tracker.kv_tensor_bytes(), 0u);
+}
+
+// A one-allocation KV cache too small to be recognised (a low utilisation): the forward pass after it
+// closes the KV window, so the compile warm-up's equal activation buffers are never taken for KV.
 TEST(Phases, AForwardPassAfterTheSizingQueryClosesTheKvWindow) {
   Engine e;
   vllm_until_sized(e);
   ASSERT_TRUE(e.tracker.kv_window());
-  e.zeros(40 * GiB);  // torch.zeros(int8, L x blocks x page): the one KV allocation
+  e.zeros(8 * GiB);  // the one KV allocation, 17% of the free memory
   EXPECT_TRUE(e.tracker.kv_window());
   EXPECT_FALSE(e.tracker.kv_window_after(100)) << "launches not yet observed count";
   EXPECT_TRUE(e.tracker.kv_window_after(10));
