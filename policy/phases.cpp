@@ -64,12 +64,7 @@ void PhaseTracker::reopen_after_graph_profiling() {
   eager_kernels_in_window_ = 0;
 }
 
-bool PhaseTracker::kv_eligible() const {
-  if (!open_captures_.empty() || kv_window_closed_) return false;
-  if (phase_ == Phase::loading) return sizing_query_seen_;
-  if (phase_ == Phase::profiling) return profiling_query_seen_;
-  return false;
-}
+bool PhaseTracker::kv_eligible() const { return open_captures_.empty() && !kv_window_closed_ && window_opened(); }
 
 std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Alloc& alloc) {
   if (phase_ == Phase::init) {
@@ -107,7 +102,6 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
   if (!burst && !whole_cache) return std::nullopt;
 
   kv_tensor_bytes_ = run_.bytes;
-  phase_before_kv_ = phase_;
   if (whole_cache)
     return move_to(Phase::kv_allocation,
                    "one allocation of " + format_bytes(run_.bytes) + " (" +
@@ -177,7 +171,8 @@ std::optional<PhaseChange> PhaseTracker::rearm_kv(std::uint64_t now_ns) {
   kv_window_closed_ = false;
   eager_kernels_in_window_ = 0;
   captures_ended_ = 0;
-  return move_to(phase_before_kv_,
+  // The burst came from profiling when a query was taken there (only profiling sets that), else from loading.
+  return move_to(profiling_query_seen_ ? Phase::profiling : Phase::loading,
                  "every KV tensor was freed before its commit (a profiling KV cache): the KV burst is looked for again",
                  now_ns);
 }

@@ -174,7 +174,6 @@ class PhaseTracker {
   bool graph_profiling_ = false;               // the window's second query came before it closed
 
   KvRun run_;  // during kv_allocation: the burst itself
-  Phase phase_before_kv_ = Phase::loading;  // where rearm_kv() returns to
   std::uint64_t kv_tensor_bytes_ = 0;
 
   std::set<std::uint64_t> open_captures_;

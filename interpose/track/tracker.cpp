@@ -73,6 +73,12 @@ void announce_phase_change(int device, const policy::PhaseChange& change) {
              change.reason);
 }
 
+// What the lock-free paths read of the device's phase, after its tracker changed; under S().lock.
+void publish_phase(std::size_t di, const policy::PhaseTracker& tracker) {
+  S().devices[di].phase_now.store(static_cast<std::uint8_t>(tracker.current()));
+  S().devices[di].sum_allocations.store(!tracker.needs_each_allocation(), std::memory_order_relaxed);
+}
+
 void feed_phase(int device, policy::EventKind kind) {
   std::optional<policy::PhaseChange> change;
   policy::Phase phase_now{};
@@ -96,8 +102,7 @@ void feed_phase(int device, policy::EventKind kind) {
       tracker->observe(event);  // a launch changed the phase; the event itself still counts
     }
     phase_now = tracker->current();
-    S().devices[di].phase_now.store(static_cast<std::uint8_t>(phase_now));
-    S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
+    publish_phase(di, *tracker);
     // The KV cache is sized from the query that ended the profiling pass: its transient peak is
     // what serving's forward passes will need again.
     if (change && change->to == policy::Phase::kv_allocation && !S().devices[di].post_kv.load()) {
@@ -391,8 +396,7 @@ void rearm_kv_recognition(int device) {
       auto& tracker = S().phases[di];
       if (!tracker) return;
       change = tracker->rearm_kv(trace_now_ns());
-      S().devices[di].phase_now.store(static_cast<std::uint8_t>(tracker->current()));
-      S().devices[di].sum_allocations.store(!tracker->needs_each_allocation(), std::memory_order_relaxed);
+      publish_phase(di, *tracker);
     }
     if (change) announce_phase_change(static_cast<int>(di), *change);
   });
