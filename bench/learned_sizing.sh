@@ -49,8 +49,11 @@ row() {
   mkdir -p "$traces"
   local start end status=0 out
   start=$(date +%s%N)
+  # SGLang's replica starts as its server (`sglang serve`), vLLM's as an offline start-up.
+  local lead=()
+  [[ $program != sglang ]] || lead=(serve)
   out=$(env "${simcuda[@]}" KVREMAP_TRACE_DIR="$traces" KVREMAP_PROFILE_DIR="$profiles" "${env[@]}" \
-        "$work/$program" --scenario "$scenario" "${args[@]}" 2>&1) || status=$?
+        "$work/$program" "${lead[@]}" --scenario "$scenario" "${args[@]}" 2>&1) || status=$?
   end=$(date +%s%N)
   local ms=$(((end - start) / 1000000))
   [[ -n $stock_time ]] || stock_time=$ms

@@ -29,6 +29,8 @@ std::string_view to_string(CommitReason reason) {
       return "kernel launch off the capture streams";
     case CommitReason::launch_without_graphs:
       return "kernel launch, no captures expected";
+    case CommitReason::kv_launch_before_capture:
+      return "kernel launch reaching KV before any capture, no serving port";
     case CommitReason::first_launch:
       return "first launch";
     case CommitReason::manual:
@@ -61,7 +63,12 @@ bool CommitTrigger::is_capture_stream(std::uint64_t stream) const {
   return std::find(capture_streams_.begin(), end, stream) != end;
 }
 
-CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream) {
+bool CommitTrigger::needs_kernel_reach() const {
+  return can_commit() && !serving_ && config_.mode == TriggerMode::automatic && config_.graphs_expected &&
+         !config_.serving_port_commits && !captured();
+}
+
+CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream, KvReach reach) {
   if (!can_commit()) return CommitReason::none;
   if (serving_) return CommitReason::serving_port_open;
   switch (config_.mode) {
@@ -71,15 +78,17 @@ CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream) {
       return CommitReason::none;
     case TriggerMode::automatic:
       if (!config_.graphs_expected) return CommitReason::launch_without_graphs;
-      if (!captured() || is_capture_stream(stream)) return CommitReason::none;
+      if (!captured()) {
+        if (!config_.serving_port_commits && reach != KvReach::none) return CommitReason::kv_launch_before_capture;
+        return CommitReason::none;
+      }
+      if (is_capture_stream(stream)) return CommitReason::none;
       return CommitReason::launch_off_capture_streams;
   }
   return CommitReason::none;
 }
 
-CommitReason CommitTrigger::on_graph_launch() {
-  return can_commit() ? CommitReason::graph_launch : CommitReason::none;
-}
+CommitReason CommitTrigger::on_graph_launch() { return can_commit() ? CommitReason::graph_launch : CommitReason::none; }
 
 CommitReason CommitTrigger::on_kv_access() { return can_commit() ? CommitReason::kv_access : CommitReason::none; }
 

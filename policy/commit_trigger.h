@@ -20,15 +20,28 @@ struct TriggerConfig {
   // Captures follow the KV burst (a recognised engine in graph mode: policy/engine.h). Without that
   // knowledge no launch after the burst can be told from serving.
   bool graphs_expected = false;
+  // The engine is a server whose serving port kvremap read from its command line (EngineProfile's
+  // serving_port or serving_socket): its listen commits before the first request, so start-up launches
+  // before the first capture may reach the KV cache (vLLM's FlashInfer attention warm-up, SGLang's eager
+  // warm-up). Without one, such a launch commits.
+  bool serving_port_commits = false;
+};
+
+// What a kernel launch's parameters say of the deferred KV cache (policy/kernel_arguments.h).
+enum class KvReach : std::uint8_t {
+  none,     // no parameter carries an address of a deferred KV tensor
+  kv,       // one does
+  unknown,  // the driver could not describe the kernel's parameters
 };
 
 // Why a decision point commits, for the trace and the log.
 enum class CommitReason : std::uint8_t {
-  none,              // not now
-  graph_launch,      // a graph replay outside capture reads the KV cache
-  kv_access,         // a copy, memset, IPC handle, export or range query touching a KV tensor
+  none,                        // not now
+  graph_launch,                // a graph replay outside capture reads the KV cache
+  kv_access,                   // a copy, memset, IPC handle, export or range query touching a KV tensor
   launch_off_capture_streams,  // a kernel on a stream no capture ran on, after captures: serving
   launch_without_graphs,       // a kernel after the burst of an engine that will not capture
+  kv_launch_before_capture,    // a kernel reaching KV before any capture, no serving port to wait for
   first_launch,                // KVREMAP_COMMIT=first-launch
   manual,                      // kvremap_commit()
   serving_port_open,           // a kernel after the engine's server began listening: serving, whatever the flags said
@@ -38,7 +51,12 @@ std::string_view to_string(CommitReason reason);
 // The commit invariant: no work that could be serving runs on deferred KV. Work on deferred KV is
 // allowed only in start-up windows this machine can prove:
 // - with graphs expected and no capture yet: kernel launches (compile warm-ups, autotuning) — both
-//   vLLM and SGLang capture before they serve, and neither serves before its capture loop;
+//   vLLM and SGLang capture before they serve, and neither serves before its capture loop. A launch
+//   whose parameters reach the KV cache (or cannot be read) is allowed there only for a server whose
+//   port kvremap knows: an engine that drops its graphs on its own and has no port to wait for
+//   (vLLM's offline LLM class, `vllm bench`, SGLang's Engine) serves eagerly with attention kernels
+//   that take KV addresses, and the first of them commits; compile warm-ups and autotuning, which
+//   skip attention, stay deferred;
 // - once a capture has begun: kernel launches on the streams captures ran on (the warm-up forwards
 //   each engine runs on its capture stream before every capture). vLLM's and SGLang's serving runs
 //   on other streams (the default or a forward stream), so its first kernel commits;
@@ -63,7 +81,10 @@ class CommitTrigger {
 
   // Decision points, each before the call reaches the driver. Never a commit while a capture is
   // open, before arm(), or after committed().
-  CommitReason on_kernel_launch(std::uint64_t stream);
+  // Whether the next on_kernel_launch depends on what the launch's parameters reach: only then need the
+  // caller read them.
+  bool needs_kernel_reach() const;
+  CommitReason on_kernel_launch(std::uint64_t stream, KvReach reach);
   CommitReason on_graph_launch();
   CommitReason on_kv_access();
   CommitReason on_manual_commit();

@@ -33,6 +33,26 @@ EngineKind detect_kind(std::span<const std::string> argv) {
   return EngineKind::other;
 }
 
+// Whether the line starts the engine's server, the only start-ups that listen on a serving port: vLLM's
+// `vllm serve` (entrypoints/cli/serve.py; also `-m vllm.entrypoints.cli.main serve`) and
+// `-m vllm.entrypoints.openai.api_server`; SGLang's `sglang serve` and `-m sglang.launch_server`. Anything
+// else — `vllm bench`, `sglang.bench_offline_throughput`, a script run as an engine (KVREMAP_ENGINE) —
+// is offline: it has no port whose opening could end its start-up.
+bool runs_server(std::span<const std::string> argv, EngineKind kind) {
+  const std::string_view engine = kind == EngineKind::vllm ? "vllm" : "sglang";
+  const std::size_t n = std::min<std::size_t>(argv.size(), 5);
+  bool named = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string_view a = argv[i];
+    if (kind == EngineKind::vllm && (a == "vllm.entrypoints.openai.api_server" || a == "vllm.entrypoints.api_server"))
+      return true;
+    if (kind == EngineKind::sglang && a == "sglang.launch_server") return true;
+    if (named && a == "serve") return true;
+    if (names(a, engine)) named = true;
+  }
+  return false;
+}
+
 // The value of `--flag v` or `--flag=v`, last occurrence wins (as argparse does).
 std::optional<std::string_view> flag_value(std::span<const std::string> argv, std::string_view flag) {
   std::optional<std::string_view> value;
@@ -66,7 +86,8 @@ bool flag_on(std::span<const std::string> argv, std::string_view flag) {
 
 std::string upper(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   return out;
 }
 
@@ -153,7 +174,9 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         if (f == "--kv-transfer-config" || f.starts_with("--kv-transfer-config=") ||
             f.starts_with("--kv-transfer-config."))
           p.kv_connector = "--kv-transfer-config";
-      if (auto uds = flag_value(flags, "--uds"))
+      if (!runs_server(argv, p.kind))
+        ;  // offline: no serving port
+      else if (auto uds = flag_value(flags, "--uds"))
         p.serving_socket = std::string(*uds);
       else
         p.serving_port = port_value(flag_value(flags, "--port"), 8000);
@@ -176,7 +199,7 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
       // "null" (the default), "prefill" or "decode" (server_args.py:2254-2257).
       if (auto mode = flag_value(flags, "--disaggregation-mode"); mode && *mode != "null")
         p.kv_connector = "--disaggregation-mode " + printable(*mode);
-      p.serving_port = port_value(flag_value(flags, "--port"), 30000);
+      if (runs_server(argv, p.kind)) p.serving_port = port_value(flag_value(flags, "--port"), 30000);
       if (auto v = flag_value(flags, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
       // Decode graphs are what SGLang captures by default; prefill graphs are subject to its per-platform
       // auto-disable (server_args.py:3100-3130), so without decode graphs no capture can be relied on.
@@ -185,7 +208,8 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         p.eager_reason = "--disable-cuda-graph";
       else if (flag_on(flags, "--disable-decode-cuda-graph"))
         p.eager_reason = "--disable-decode-cuda-graph";
-      else if (auto backend = flag_value(flags, "--cuda-graph-backend-decode"); backend && upper(*backend) == "DISABLED")
+      else if (auto backend = flag_value(flags, "--cuda-graph-backend-decode");
+               backend && upper(*backend) == "DISABLED")
         p.eager_reason = "--cuda-graph-backend-decode=disabled";
       else if (flag_on(flags, "--enable-mis"))
         // Multi-item scoring turns both graph phases off (server_args.py, _handle_multi_item_scoring).
@@ -267,6 +291,31 @@ bool is_multiprocessing_child(std::span<const std::string> argv) {
     return a == "--multiprocessing-fork" || a.find("from multiprocessing.spawn import") != std::string::npos ||
            a.find("from multiprocessing.forkserver import") != std::string::npos;
   });
+}
+
+std::optional<std::string> engine_module_label(EngineKind kind, std::string_view path) {
+  if (!path.ends_with(".so") || path.find("/.cache/") != std::string_view::npos ||
+      path.find("compile_cache") != std::string_view::npos)
+    return std::nullopt;
+  static constexpr std::string_view kTorch = "/torch/lib/libtorch_cuda.so";
+  if (kind != EngineKind::other && path.ends_with(kTorch)) return std::string(kTorch.substr(1));
+  std::vector<std::string_view> packages;
+  if (kind == EngineKind::vllm) packages = {"/vllm/"};
+  if (kind == EngineKind::sglang) packages = {"/sgl_kernel/", "/sglang/"};
+  for (std::string_view package : packages) {
+    const std::size_t at = path.rfind(package);
+    if (at == std::string_view::npos) continue;
+    const std::string_view inside = path.substr(at + 1);
+    // The package's own modules: at most two directories below it (`vllm/vllm_flash_attn/_C.abi3.so`).
+    if (std::count(inside.begin(), inside.end(), '/') <= 3) return std::string(inside);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> config_file(std::span<const std::string> argv) {
+  const std::vector<std::string> flags = dashed_flags(argv);
+  if (auto file = flag_value(flags, "--config"); file && !file->empty()) return std::string(*file);
+  return std::nullopt;
 }
 
 EngineProfile profile_engine(std::span<const std::string> argv) { return with_kind(argv, detect_kind(argv)); }

@@ -77,6 +77,17 @@ EngineProfile profile_engine(std::span<const std::string> argv);
 // (SGLANG_MOONCAKE_CUSTOM_MEM_POOL, mem_cache/memory_pool.py:1447-1451). Empty for `other`.
 std::span<const std::string_view> memory_environment_variables(EngineKind kind);
 
+// How the profile key names a native module loaded in the engine's process when it is one of the engine's
+// own or PyTorch's, or nullopt: the path from the package directory on, so that the same build installed
+// elsewhere is the same start. vLLM's extensions (`vllm/_C.abi3.so`, `vllm/vllm_flash_attn/…`), SGLang's
+// (`sgl_kernel/…`, `sglang/…`) and PyTorch's CUDA library (`torch/lib/libtorch_cuda.so`); never a module
+// under a cache directory (`/.cache/`, compile caches: their builds change from one start to the next).
+std::optional<std::string> engine_module_label(EngineKind kind, std::string_view path);
+
+// The file `--config FILE` (or `--config=FILE`) names: vLLM reads flags from it
+// (utils/argparse_utils.py:477), SGLang too (server_args.py:6123). nullopt without one.
+std::optional<std::string> config_file(std::span<const std::string> argv);
+
 // KVREMAP_ENGINE: `auto` keeps the detected kind; `vllm`/`sglang`/`other` replace it, and the engine's
 // own flags are read again with that kind's rules.
 EngineProfile with_kind(std::span<const std::string> argv, EngineKind kind);

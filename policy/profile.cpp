@@ -153,7 +153,9 @@ std::string in_quotes(std::string_view text) {
   return out + "\"";
 }
 
-std::string in_quotes_if_needed(std::string_view text) { return needs_no_quotes(text) ? std::string(text) : in_quotes(text); }
+std::string in_quotes_if_needed(std::string_view text) {
+  return needs_no_quotes(text) ? std::string(text) : in_quotes(text);
+}
 
 // ---- reading -------------------------------------------------------------------------------------
 
@@ -208,7 +210,8 @@ class FieldReader {
     if (value == nullptr) return 0;
     if (value->is_number_unsigned()) {
       const auto n = value->get<std::uint64_t>();
-      if (n <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return static_cast<std::int64_t>(n);
+      if (n <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return static_cast<std::int64_t>(n);
       fail("field " + path + ": " + std::to_string(n) + " is out of range for a signed 64-bit integer");
     } else if (value->is_number_integer()) {
       return value->get<std::int64_t>();
@@ -255,8 +258,10 @@ class FieldReader {
  private:
   static std::string type_problem(const json& value, std::string_view wanted) {
     const std::string_view type = value.type_name();
-    const std::string found = value.is_number_float() ? "not an integer"
-                              : std::string(type.front() == 'a' || type.front() == 'o' ? "an " : "a ") + value.type_name();
+    const std::string found =
+        value.is_number_float()
+            ? "not an integer"
+            : std::string(type.front() == 'a' || type.front() == 'o' ? "an " : "a ") + value.type_name();
     return found + ", expected " + std::string(wanted);
   }
 
@@ -393,6 +398,11 @@ std::string key_text(const ProfileKey& key) {
     text += "; env:";
     for (const std::string& variable : key.environment) text += " " + in_quotes_if_needed(variable);
   }
+  if (!key.software.empty()) {
+    text += "; software:";
+    for (const std::string& module : key.software) text += " " + in_quotes(module);
+  }
+  if (!key.config.empty()) text += "; config: " + in_quotes(key.config);
   return text;
 }
 
@@ -479,8 +489,7 @@ std::optional<std::string> profile_out_of_bounds(const Profile& p, std::uint64_t
   for (std::size_t i = 0; i < kCategoryCount; ++i) {
     const std::string name = "post_kv." + std::string(to_string(static_cast<Category>(i)));
     at_most_device(name + ".resident_bytes", p.post_kv[i].resident_bytes, format_bytes(p.post_kv[i].resident_bytes));
-    at_most_device(name + ".transient_bytes", p.post_kv[i].transient_bytes,
-                   format_bytes(p.post_kv[i].transient_bytes));
+    at_most_device(name + ".transient_bytes", p.post_kv[i].transient_bytes, format_bytes(p.post_kv[i].transient_bytes));
   }
   // The relations below assume figures of this device's size: only checked when each one is.
   if (problems.empty()) {
@@ -499,8 +508,8 @@ std::optional<std::string> profile_out_of_bounds(const Profile& p, std::uint64_t
     if (free_at_commit > total)
       problems.push_back("margin_bytes " + signed_size(p.margin_bytes) + " with headroom_bytes " +
                          format_bytes(p.headroom_bytes) + " and kv_requested_bytes " +
-                         format_bytes(p.kv_requested_bytes) + " make more free memory at the commit than the device's " +
-                         device);
+                         format_bytes(p.kv_requested_bytes) +
+                         " make more free memory at the commit than the device's " + device);
     else if (free_at_commit + rounding < 0)
       problems.push_back("margin_bytes " + signed_size(p.margin_bytes) + " with headroom_bytes " +
                          format_bytes(p.headroom_bytes) + " and kv_requested_bytes " +

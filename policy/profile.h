@@ -30,6 +30,12 @@ struct ProfileKey {
   // "NAME=value" of each of the engine's memory_environment_variables (policy/engine.h) set at the
   // start, in that list's order: another allocator configuration or model runner is another start.
   std::vector<std::string> environment;
+  // "LABEL BUILD-ID" of each native module of the engine and PyTorch loaded in the process
+  // (engine_module_label in policy/engine.h), sorted: another engine or PyTorch build is another start.
+  std::vector<std::string> software;
+  // The `--config FILE` the engine reads flags from (policy::config_file) and a hash of its contents
+  // ("FILE fnv1a:HEX", or "FILE unreadable"): flags in it change the start as flags on the line do.
+  std::string config;
 };
 
 // The flags of `kind` dropped from the key: they change where the server listens, what it logs, or the
@@ -61,8 +67,8 @@ struct PostKvPeak {
 
 // The memory query the engine sized its KV cache from.
 struct SizingQuery {
-  std::uint32_t index = 0;     // among the process's memory queries, from 0
-  std::string phase;           // the phase it fell in (to_string(Phase))
+  std::uint32_t index = 0;              // among the process's memory queries, from 0
+  std::string phase;                    // the phase it fell in (to_string(Phase))
   std::uint64_t device_free_bytes = 0;  // what the driver reported
   bool operator==(const SizingQuery&) const = default;
 };
@@ -72,11 +78,11 @@ struct Profile {
   std::uint32_t schema_version = kProfileSchemaVersion;
   std::string key;  // key_text() of the configuration
   std::uint64_t kv_requested_bytes = 0;
-  std::uint32_t kv_tensors = 0;          // how many tensors the KV cache had
-  std::uint64_t granularity_bytes = 0;  // the device's VMM granularity (KV tensors are multiples of it)
+  std::uint32_t kv_tensors = 0;                      // how many tensors the KV cache had
+  std::uint64_t granularity_bytes = 0;               // the device's VMM granularity (KV tensors are multiples of it)
   std::array<PostKvPeak, kCategoryCount> post_kv{};  // indexed by Category
   std::optional<std::uint64_t> serving_peak_bytes;   // known at exit only
-  std::int64_t margin_bytes = 0;                      // commit margin; negative: deficit
+  std::int64_t margin_bytes = 0;                     // commit margin; negative: deficit
   std::uint64_t headroom_bytes = 0;
   // How much less free memory than the driver's figure this start's sizing query reported (negative:
   // more), so the next start moves from where this one stood; 0 when the engine sized it alone.
@@ -85,8 +91,8 @@ struct Profile {
   // where not given), which the key leaves out: a start at another share moves by the difference.
   std::optional<double> memory_share;
   std::optional<SizingQuery> sizing_query;  // none when no sizing query was recognised
-  std::int64_t measured_at = 0;  // when the commit ran, seconds since the epoch (the caller's clock)
-  std::int64_t written_at = 0;   // when this text was written, same clock
+  std::int64_t measured_at = 0;             // when the commit ran, seconds since the epoch (the caller's clock)
+  std::int64_t written_at = 0;              // when this text was written, same clock
   bool operator==(const Profile&) const = default;
 };
 

@@ -1,11 +1,13 @@
 // Launching the sample kernels and generating module PTX for vllm_like.
 #include "device_ops.h"
 
+#include <algorithm>
 #include <string>
 
 #include "cuda_check.h"
 #include "kernels_ptx.h"
 #include "kv_sample.h"
+#include "torch_fill.h"
 
 namespace vllm_like {
 
@@ -24,6 +26,7 @@ Kernels::Kernels(cudaStream_t stream) : stream_(stream) {
   VLLM_LIKE_CHECK(cudaLibraryLoadData(&library_, kKernelsPtx, nullptr, nullptr, 0, nullptr, nullptr, 0));
   VLLM_LIKE_CHECK(cudaLibraryGetKernel(&fill_, library_, "sample_fill"));
   VLLM_LIKE_CHECK(cudaLibraryGetKernel(&check_, library_, "sample_check"));
+  VLLM_LIKE_CHECK(cudaLibraryGetKernel(&torch_fill_, library_, kTorchFillKernel));
   VLLM_LIKE_CHECK(cudaMalloc(reinterpret_cast<void**>(&mismatches_), sizeof *mismatches_));
   VLLM_LIKE_CHECK(cudaMemsetAsync(mismatches_, 0, sizeof *mismatches_, stream_));
 }
@@ -41,6 +44,18 @@ void Kernels::check(const void* base, std::uint64_t bytes, std::uint32_t seed) c
   void* args[] = {&base, &bytes, &stride, &seed, &counter};
   VLLM_LIKE_CHECK(
       cudaLaunchKernel(reinterpret_cast<const void*>(check_), grid_for(bytes), dim3(kBlock), args, 0, stream_));
+}
+
+void Kernels::torch_zeros(void* base, std::uint64_t bytes) const {
+  for (std::uint64_t at = 0; at < bytes; at += kTorchFillMaxElements) {
+    int n = static_cast<int>(std::min(bytes - at, kTorchFillMaxElements));
+    at::native::FillFunctor<signed char> zero{0};
+    at::native::Array<char*, 1> data{{static_cast<char*>(base) + at}};
+    void* args[] = {&n, &zero, &data};
+    const unsigned int blocks = static_cast<unsigned int>((static_cast<std::uint64_t>(n) + kBlock - 1) / kBlock);
+    VLLM_LIKE_CHECK(
+        cudaLaunchKernel(reinterpret_cast<const void*>(torch_fill_), dim3(blocks), dim3(kBlock), args, 0, stream_));
+  }
 }
 
 std::uint32_t Kernels::take_mismatches() const {

@@ -1,4 +1,4 @@
-// The device work vllm_like launches: sample fill/check kernels and run-time generated modules.
+// The device work vllm_like launches: sample fill/check kernels, torch.zeros' fill and run-time generated modules.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,6 +21,8 @@ class Kernels {
   // Enqueued on the stream, so they are recorded as graph nodes while it captures.
   void fill(void* base, std::uint64_t bytes, std::uint32_t seed) const;
   void check(const void* base, std::uint64_t bytes, std::uint32_t seed) const;
+  // torch.zeros' fill of `bytes` int8 elements at `base`, as PyTorch launches it (torch_fill.h).
+  void torch_zeros(void* base, std::uint64_t bytes) const;
   // Synchronises, reads the counter back and resets it; never call while capturing.
   std::uint32_t take_mismatches() const;
 
@@ -29,6 +31,7 @@ class Kernels {
   cudaLibrary_t library_ = nullptr;
   cudaKernel_t fill_ = nullptr;
   cudaKernel_t check_ = nullptr;
+  cudaKernel_t torch_fill_ = nullptr;
   std::uint32_t* mismatches_ = nullptr;  // device memory, outside the caching allocator (a tiny plain cudaMalloc)
 };
 

@@ -245,7 +245,7 @@ std::uint64_t Engine::estimate_graph_memory() {
   if (s_.graph_profiling_kv_per_layer > 0)
     for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
       minimal_kv.push_back(allocate(s_.graph_profiling_kv_per_layer));
-      VLLM_LIKE_CHECK(cudaMemsetAsync(minimal_kv.back().ptr, 0, s_.graph_profiling_kv_per_layer, main_stream_));
+      kernels_->torch_zeros(minimal_kv.back().ptr, s_.graph_profiling_kv_per_layer);
     }
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
   VLLM_LIKE_CHECK(cudaDeviceSynchronize());
@@ -296,16 +296,16 @@ void Engine::allocate_kv() {
   std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
               gib(static_cast<double>(kv_bytes_)).c_str());
   kv_bytes_ = per_layer * s_.num_layers;
-  // torch.zeros: an empty tensor, then a memset on the current stream.
+  // torch.zeros: an empty tensor, then PyTorch's fill kernel on the current stream (torch_fill.h).
   if (o_.kv_in_one_allocation) {
     const Tensor whole = allocate(kv_bytes_);
-    VLLM_LIKE_CHECK(cudaMemsetAsync(whole.ptr, 0, kv_bytes_, main_stream_));
+    kernels_->torch_zeros(whole.ptr, kv_bytes_);
     for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
       kv_.push_back(Tensor{static_cast<char*>(whole.ptr) + layer * per_layer, per_layer});
   } else {
     for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
       kv_.push_back(allocate(per_layer));
-      VLLM_LIKE_CHECK(cudaMemsetAsync(kv_.back().ptr, 0, per_layer, main_stream_));
+      kernels_->torch_zeros(kv_.back().ptr, per_layer);
     }
   }
   for (const TensorSpec& t : s_.persistent_buffers)
@@ -313,8 +313,7 @@ void Engine::allocate_kv() {
       persistent_.push_back(allocate(t.bytes));
       VLLM_LIKE_CHECK(cudaMemsetAsync(persistent_.back().ptr, 0, t.bytes, main_stream_));
     }
-  kv_expected_.fill(0u);
-  verify_kv("after torch.zeros");
+  kv_expected_.fill(0u);  // checked at the first serving step: an engine reads no KV before it
   if (!o_.kv_connector.empty()) {
     // vLLM registers the KV cache with its connector right after allocating it
     // (v1/worker/gpu_model_runner.py:7807-7812, register_kv_caches); LMCache's multi-process adapter

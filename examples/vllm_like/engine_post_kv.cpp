@@ -128,7 +128,9 @@ void Engine::capture_graphs_vllm() {
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
   enter_graph_capture();
   for (std::size_t batch : sizes) {
-    for (std::size_t w = 0; w < s_.capture_warmups; ++w) forward_for_batch(batch, true, nullptr);
+    // Piecewise warm-ups skip attention (force_attention is for FULL graphs only,
+    // gpu_model_runner.py:7068, _warmup_and_capture): they reach no KV. The captured graph writes it.
+    for (std::size_t w = 0; w < s_.capture_warmups; ++w) forward_for_batch(batch, false, nullptr);
     graphs_.push_back(capture_one(batch, pool, true));
   }
   leave_graph_capture();

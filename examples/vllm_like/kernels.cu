@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "kv_sample.h"
+#include "torch_fill.h"
 
 // extern "C" keeps the .entry names unmangled, for cudaLibraryGetKernel and for the simulator's
 // simcuda_kernel_NAME lookup. One thread per sample word; the host launches ceil(count / block).
@@ -22,3 +23,8 @@ extern "C" __global__ void sample_check(const std::uint8_t* base, std::uint64_t 
   if (*reinterpret_cast<const std::uint32_t*>(base + offset) != vllm_like::sample_value(offset, seed))
     atomicAdd(mismatches, 1u);
 }
+
+// torch.zeros of an int8 tensor (torch_fill.h); its mangled .entry name is vllm_like::kTorchFillKernel.
+template __global__ void
+at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<signed char>, at::native::Array<char*, 1>>(
+    int, at::native::FillFunctor<signed char>, at::native::Array<char*, 1>);

@@ -3,6 +3,9 @@
 // Reproduces the order that makes engines run out of memory after sizing their KV cache (DESIGN.md
 // §1): measure, size the KV cache, then allocate what the measurement never saw. Exit statuses are
 // listed in cuda_check.h and README.md.
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +37,7 @@ struct Cli {
 
 void print_usage() {
   std::printf(
-      "usage: vllm_like --scenario FILE [vLLM options | --engine sglang SGLang options]\n"
+      "usage: vllm_like [serve] --scenario FILE [vLLM options | --engine sglang SGLang options]\n"
       "                 [--device N | --ranks N] [--print-simcuda-env]\n"
       "  --scenario FILE              memory figures of one engine rank (see README.md)\n"
       "  --engine vllm|sglang         start-up sequence to follow (default vllm)\n"
@@ -42,6 +45,10 @@ void print_usage() {
       "  --gpu-memory-utilization U   share of the device the engine may use, 0 < U <= 1 (default 0.92)\n"
       "  --kv-cache-memory SIZE       KV cache size as given (\"20GiB\" or bytes); profiling still runs\n"
       "  --enforce-eager              no CUDA-graph capture; serving runs eager forwards only\n"
+      "  --config FILE                flags in a YAML file, as vLLM's; the replica reads none of them\n"
+      "  --graphs-dropped             not a vLLM flag: the engine drops its graphs on its own, as vLLM sets\n"
+      "                               cudagraph_mode NONE when its attention backend cannot capture\n"
+      "                               (config/compilation.py:1433-1438); nothing on the line says eager\n"
       "  --kv-transfer-config JSON    a KV connector: each KV tensor is registered by CUDA IPC right\n"
       "                               after its allocation (LMCache's multi-process adapter)\n"
       "  --first-request graph-replays|eager-prefill\n"
@@ -98,13 +105,22 @@ void check_combinations(const Cli& cli, const std::vector<std::string>& vllm_onl
   if (cli.engine.kind == EngineKind::vllm && !cli.engine.cuda_graphs && first_request_given)
     usage_error("--first-request chooses between graph replays and an eager prefill; --enforce-eager has no graphs");
   if (cli.ranks > 0 && device_given) usage_error("--ranks gives rank r device r; drop --device");
+  // A server that drops its graphs is safe only through its serving port opening, which the replica
+  // does not model (tests/integration/engine_tree.py does).
+  if (!cli.engine_args.empty() && cli.engine_args.front() == "serve" &&
+      std::find(vllm_only.begin(), vllm_only.end(), "--graphs-dropped") != vllm_only.end())
+    usage_error("--graphs-dropped is an offline start-up here: the replica opens no serving port; drop serve");
 }
 
 Cli parse_cli(int argc, char** argv) {
   Cli cli;
   std::vector<std::string> vllm_only, sglang_only;
   bool first_request_given = false, device_given = false;
-  for (int i = 1; i < argc; ++i) {
+  // `serve` first, as `vllm serve` and `sglang serve` start the engine's server (the replica opens no
+  // port: its serving steps run in the process, as they would behind one).
+  const int first_option = argc > 1 && std::string_view(argv[1]) == "serve" ? 2 : 1;
+  if (first_option == 2) cli.engine_args.emplace_back("serve");
+  for (int i = first_option; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;
     if (arg == "--ranks" && has_value) {
@@ -129,6 +145,12 @@ Cli parse_cli(int argc, char** argv) {
       cli.engine.kv_connector = argv[++i];
       vllm_only.emplace_back(arg);
     } else if (arg == "--enforce-eager") {
+      cli.engine.cuda_graphs = false;
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--config" && has_value) {
+      ++i;  // flags in a YAML file, as vLLM's --config: the replica reads none of them
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--graphs-dropped") {
       cli.engine.cuda_graphs = false;
       vllm_only.emplace_back(arg);
     } else if (arg == "--first-request" && has_value) {
@@ -207,6 +229,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cli.ranks > 0) return launch_ranks(argv[0], cli.ranks, cli.engine_args);
+  // The engine's native extensions, loaded as `import vllm` loads vllm/_C.abi3.so, before any CUDA call:
+  // VLLM_LIKE_EXTENSIONS, colon-separated paths (tests give builds that differ only in their build id).
+  if (const char* extensions = std::getenv("VLLM_LIKE_EXTENSIONS")) {
+    const std::string list = extensions;
+    for (std::size_t at = 0; at < list.size();) {
+      const std::size_t end = std::min(list.find(':', at), list.size());
+      const std::string path = list.substr(at, end - at);
+      if (!path.empty() && !dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        std::fprintf(stderr, "vllm_like: VLLM_LIKE_EXTENSIONS: cannot load %s: %s\n", path.c_str(), dlerror());
+        return kExitUsage;
+      }
+      at = end + 1;
+    }
+  }
   std::printf("vllm_like: scenario %s, engine %s, device %d\n", scenario.name.c_str(),
               cli.engine.kind == EngineKind::vllm ? "vllm" : "sglang", cli.engine.device);
   Engine engine(scenario, cli.engine);

@@ -3,6 +3,8 @@
 #include "interpose/driver/driver_api.h"
 
 #include <atomic>
+#include <optional>
+#include <vector>
 
 #include "interpose/base/hot_path.h"
 #include "interpose/driver/real.h"
@@ -51,6 +53,10 @@ constinit Slot<PFN_cuMemMap_v10020> g_map{"cuMemMap", 10020};
 constinit Slot<PFN_cuMemUnmap_v10020> g_unmap{"cuMemUnmap", 10020};
 constinit Slot<PFN_cuMemSetAccess_v10020> g_set_access{"cuMemSetAccess", 10020};
 constinit Slot<PFN_cuMemsetD8_v3020> g_memset_d8{"cuMemsetD8", 3020};
+constinit Slot<PFN_cuFuncGetParamInfo_v12040> g_func_param_info{"cuFuncGetParamInfo", 12040};
+constinit Slot<PFN_cuKernelGetParamInfo_v12040> g_kernel_param_info{"cuKernelGetParamInfo", 12040};
+constinit Slot<PFN_cuFuncGetName_v12030> g_func_name{"cuFuncGetName", 12030};
+constinit Slot<PFN_cuKernelGetName_v12030> g_kernel_name{"cuKernelGetName", 12030};
 
 std::atomic<void*> g_proc_address{nullptr};
 
@@ -132,6 +138,41 @@ std::uint64_t real_vmm_granularity(int device) {
   size_t granule = 0;
   if (!fn || fn(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) return 0;
   return granule;
+}
+
+std::optional<std::vector<ParamPlace>> real_parameter_layout(CUfunction function) {
+  // cudaLaunchKernel of a cudaKernel_t hands the driver a CUkernel where a CUfunction is expected: the
+  // function family answers for a function, the kernel family for a kernel.
+  for (int family = 0; family < 2; ++family) {
+    std::vector<ParamPlace> layout;
+    CUresult r = CUDA_SUCCESS;
+    for (std::size_t i = 0;; ++i) {
+      ParamPlace p;
+      if (family == 0) {
+        auto fn = g_func_param_info.get();
+        r = fn ? fn(function, i, &p.offset, &p.size) : CUDA_ERROR_NOT_SUPPORTED;
+      } else {
+        auto fn = g_kernel_param_info.get();
+        r = fn ? fn(reinterpret_cast<CUkernel>(function), i, &p.offset, &p.size) : CUDA_ERROR_NOT_SUPPORTED;
+      }
+      if (r != CUDA_SUCCESS) break;
+      layout.push_back(p);
+      // The parameter area is at most 32764 bytes (CUDA 12.1 and later): no more parameters than that.
+      if (layout.size() > 32764) return std::nullopt;
+    }
+    // INVALID_VALUE past the last parameter ends a layout; for index 0 it is also what a handle of the
+    // other family gets, so an empty layout is only believed once the kernel family agrees.
+    if (r == CUDA_ERROR_INVALID_VALUE && (!layout.empty() || family == 1)) return layout;
+  }
+  return std::nullopt;
+}
+
+std::string real_function_name(CUfunction function) {
+  const char* name = nullptr;
+  if (auto fn = g_func_name.get(); fn && fn(&name, function) == CUDA_SUCCESS && name) return name;
+  if (auto fn = g_kernel_name.get(); fn && fn(&name, reinterpret_cast<CUkernel>(function)) == CUDA_SUCCESS && name)
+    return name;
+  return {};
 }
 
 std::string real_error_name(CUresult error) {

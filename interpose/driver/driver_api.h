@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kvremap::interpose {
 
@@ -38,6 +40,16 @@ bool real_synchronize();
 bool real_host_vmm_supported(int device);
 // The minimum VMM granularity of pinned device memory on `device`, or 0 when the driver cannot say.
 std::uint64_t real_vmm_granularity(int device);
+// One kernel parameter's place in the device-side parameter layout (cuFuncGetParamInfo).
+struct ParamPlace {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+// Every parameter of `function` (a CUfunction, or a CUkernel passed as one), or nullopt when the driver
+// cannot say (older than 12.4, or an unknown handle).
+std::optional<std::vector<ParamPlace>> real_parameter_layout(CUfunction function);
+// cuFuncGetName's (or cuKernelGetName's) name of `function`, mangled as compiled; empty when unknown.
+std::string real_function_name(CUfunction function);
 // cuGetErrorName's name for `error`, or "unknown error".
 std::string real_error_name(CUresult error);
 

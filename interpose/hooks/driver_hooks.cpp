@@ -101,7 +101,6 @@ const DriverHook* hook_for_export(std::string_view export_name) {
 
 using namespace kvremap::interpose;
 
-
 KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   KVREMAP_ENTER(cuMemAlloc_v2, dptr, bytes);
   CUresult kv_result = CUDA_SUCCESS;
@@ -136,21 +135,21 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return tracked_free(dptr, Held::kAllocation, "cuMemFree", CUDA_SUCCESS, [&] { return real(dptr); });
 }
 
-#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                   \
-  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {         \
-    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                             \
-    const CUresult r = real(dptr, bytes, stream);                                                        \
-    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocAsync", __builtin_return_address(0));  \
+#define KVREMAP_ASYNC_ALLOC_HOOKS(exp)                                                                 \
+  KVREMAP_HOOK KVREMAP_HOT_PATH CUresult exp(CUdeviceptr* dptr, size_t bytes, CUstream stream) {       \
+    KVREMAP_ENTER(exp, dptr, bytes, stream);                                                           \
+    const CUresult r = real(dptr, bytes, stream);                                                      \
+    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocAsync", __builtin_return_address(0)); \
   }
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync)
 KVREMAP_ASYNC_ALLOC_HOOKS(cuMemAllocAsync_ptsz)
 
 // Allocations from a named pool are stream-ordered allocations like the device's current pool's.
-#define KVREMAP_POOL_ALLOC_HOOKS(exp)                                                                            \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {               \
-    KVREMAP_ENTER(exp, dptr, bytes, pool, stream);                                                               \
-    const CUresult r = real(dptr, bytes, pool, stream);                                                          \
-    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocFromPoolAsync", __builtin_return_address(0));   \
+#define KVREMAP_POOL_ALLOC_HOOKS(exp)                                                                          \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {             \
+    KVREMAP_ENTER(exp, dptr, bytes, pool, stream);                                                             \
+    const CUresult r = real(dptr, bytes, pool, stream);                                                        \
+    return after_stream_ordered_alloc(r, dptr, bytes, "cuMemAllocFromPoolAsync", __builtin_return_address(0)); \
   }
 KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync)
 KVREMAP_POOL_ALLOC_HOOKS(cuMemAllocFromPoolAsync_ptsz)
@@ -298,7 +297,7 @@ KVREMAP_HOOK CUresult cuLibraryUnload(CUlibrary library) {
   KVREMAP_HOOK CUresult exp(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
                             unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
     KVREMAP_ENTER(exp, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                          \
-    kv_before(KvPoint::kKernelLaunch, capture_stream_key(stream, per_thread));                             \
+    kv_before_launch(capture_stream_key(stream, per_thread), KernelLaunch{f, params, extra});              \
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                           \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                             \
     return r;                                                                                              \
@@ -309,7 +308,8 @@ KVREMAP_LAUNCH_HOOK(cuLaunchKernel_ptsz, true)
 #define KVREMAP_LAUNCH_EX_HOOK(exp, per_thread)                                                        \
   KVREMAP_HOOK CUresult exp(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
     KVREMAP_ENTER(exp, config, f, params, extra);                                                      \
-    kv_before(KvPoint::kKernelLaunch, capture_stream_key(config ? config->hStream : nullptr, per_thread)); \
+    kv_before_launch(capture_stream_key(config ? config->hStream : nullptr, per_thread),               \
+                     KernelLaunch{f, params, extra});                                                  \
     CUresult r = real(config, f, params, extra);                                                       \
     if (r == CUDA_SUCCESS) on_kernel_launch();                                                         \
     return r;                                                                                          \

@@ -32,6 +32,7 @@
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/commit_trigger.h"
+#include "policy/kernel_arguments.h"
 #include "policy/printable.h"
 #include "policy/kv_recognition.h"
 #include "policy/units.h"
@@ -86,9 +87,10 @@ void defer_locked(DeviceKv& d) {
   });
   log().info("device {}: KV burst over: {} tensors of {} bytes deferred onto scratch", d.device, kv_regions, tensor);
   if (written > 0)
-    log().warn("device {}: {} KV tensors stay backed, not deferred: the engine reached them before the deferral "
-               "(first {} of {:#x}), and a deferred tensor keeps only zero fills",
-               d.device, written, first_written->written_by, first_written->base);
+    log().warn(
+        "device {}: {} KV tensors stay backed, not deferred: the engine reached them before the deferral "
+        "(first {} of {:#x}), and a deferred tensor keeps only zero fills",
+        d.device, written, first_written->written_by, first_written->base);
   if (k.trigger_config.mode == policy::TriggerMode::automatic && !k.engine.graphs_expected)
     log().info("device {}: no CUDA-graph capture expected ({}): the KV cache is committed before the first launch",
                d.device, k.engine.eager_reason);
@@ -101,9 +103,10 @@ void rearm(KvState& k, DeviceKv& d) {
   d.deferred = false;
   d.deferred_bytes = 0;
   d.trigger = policy::CommitTrigger(k.trigger_config);
-  log().info("device {}: every deferred KV tensor was freed before its commit (a profiling KV cache): the KV "
-             "burst is looked for again",
-             d.device);
+  log().info(
+      "device {}: every deferred KV tensor was freed before its commit (a profiling KV cache): the KV "
+      "burst is looked for again",
+      d.device);
   rearm_kv_recognition(d.device);
 }
 
@@ -115,8 +118,8 @@ bool keeps_kv_for_connector(const KvState& k) {
 
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
-  if (keeps_kv_for_connector(k) && std::none_of(k.devices.begin(), k.devices.end(),
-                                                [](const auto& d) { return d && !d->regions.empty(); }))
+  if (keeps_kv_for_connector(k) &&
+      std::none_of(k.devices.begin(), k.devices.end(), [](const auto& d) { return d && !d->regions.empty(); }))
     return fmt::format(
         "the engine's command line hands its KV cache to a KV connector ({}), which registers it right after "
         "allocating it (by CUDA IPC, which VMM memory refuses, or for RDMA): it stays out of the arena; tag it "
@@ -153,10 +156,10 @@ void warn_if_nothing_deferred(KvState& k) {
   const std::string why = nothing_deferred_reason(k);
   // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
   // program (defer is the default mode) gets it at info level.
-  const bool expected =
-      (k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) || std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
-        return d && (d->arena || d->arena_failed || d->placements_refused > 0);
-      });
+  const bool expected = (k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+                        std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
+                          return d && (d->arena || d->arena_failed || d->placements_refused > 0);
+                        });
   if (expected) {
     log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
   } else {
@@ -187,6 +190,45 @@ void note_burst_write(KvState& k, std::uint64_t address, std::uint64_t bytes, co
       if (r.written_by == nullptr && address < r.base + slot->arena->region_bytes(r.base) && r.base < end)
         r.written_by = api;
   }
+}
+
+// A launch in a device's KV burst whose parameters carry an address of a KV candidate still backed:
+// unless it is PyTorch's zero fill, the tensor stays backed at the deferral (as for note_burst_write).
+// A launch the driver cannot describe reaches every candidate.
+void note_burst_launch(KvState& k, const KernelLaunch& launch) {
+  const LaunchParameters read = read_launch_parameters(launch);
+  if (read.known && policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
+  for (auto& slot : k.devices) {
+    if (!slot || !slot->arena || slot->deferred || slot->committed) continue;
+    const KvArena& arena = *slot->arena;
+    auto mark = [&](std::uint64_t address) {
+      for (Placement& r : slot->regions)
+        if (r.written_by == nullptr && r.base <= address && address < r.base + arena.region_bytes(r.base))
+          r.written_by =
+              read.known ? "a kernel launch (not PyTorch's zero fill)" : "a kernel launch kvremap cannot read";
+    };
+    if (!read.known) {
+      for (const Placement& r : slot->regions) mark(r.base);
+      continue;
+    }
+    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(), mark);
+  }
+}
+
+// Whether a launch after the deferral reaches a deferred KV tensor of `d`, by the addresses its
+// parameters carry.
+policy::KvReach deferred_reach(const DeviceKv& d, const KernelLaunch& launch) {
+  const LaunchParameters read = read_launch_parameters(launch);
+  if (!read.known) return policy::KvReach::unknown;
+  bool reached = false;
+  const KvArena& arena = *d.arena;
+  policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(),
+                              [&](std::uint64_t address) {
+                                for (const Placement& r : d.regions)
+                                  if (r.kv && r.base <= address && address < r.base + arena.region_bytes(r.base))
+                                    reached = true;
+                              });
+  return reached ? policy::KvReach::kv : policy::KvReach::none;
 }
 
 }  // namespace
@@ -281,10 +323,9 @@ bool release(CUdeviceptr ptr, const char* api, CUresult* result) {
   return false;
 }
 
-void before(KvPoint point, std::uint64_t stream) {
+void before(KvPoint point) {
   if (capture_open()) return;
-  if (point == KvPoint::kKernelLaunch ? kv_detail::g_pending.load(std::memory_order_relaxed) == 0
-                                      : kv_detail::g_active.load(std::memory_order_relaxed) == 0) {
+  if (kv_detail::g_active.load(std::memory_order_relaxed) == 0) {
     // A graph replay is serving: if defer mode has deferred nothing by then, say why once.
     if (point == KvPoint::kGraphLaunch && !kv_detail::g_serving_checked.exchange(true)) {
       KvState& k = K();
@@ -301,7 +342,7 @@ void before(KvPoint point, std::uint64_t stream) {
   if (!d.deferred) {
     const std::uint64_t tensor = policy::kv_tensor_size(kv_tensor_bytes(device), options().kv_tensor_bytes);
     policy::BurstEndQuery q;
-    q.launch = point == KvPoint::kKernelLaunch || point == KvPoint::kGraphLaunch;
+    q.launch = point == KvPoint::kGraphLaunch;
     q.have_placements = true;
     q.kv_tag_open = current_tag() == KvTag::kv;
     q.any_tagged = std::any_of(d.regions.begin(), d.regions.end(), [](const Placement& r) { return r.tagged; });
@@ -315,25 +356,30 @@ void before(KvPoint point, std::uint64_t stream) {
     }
   }
   if (!d.deferred || d.deferred_bytes == 0) return;
-  policy::CommitReason reason = policy::CommitReason::none;
-  const char* call = "";
-  switch (point) {
-    case KvPoint::kGraphLaunch:
-      reason = d.trigger.on_graph_launch();
-      call = "a graph launch";
-      break;
-    case KvPoint::kKernelLaunch:
-      if (serving_flag_set()) d.trigger.serving_started();
-      reason = d.trigger.on_kernel_launch(stream);
-      call = "a kernel launch";
-      break;
-    case KvPoint::kAllocation:
-    case KvPoint::kModuleLoad:
-    case KvPoint::kMemoryQuery:
-    case KvPoint::kCaptureBegin:
-      break;  // start-up work: none of these reads or writes the KV cache
+  // Allocations, module loads, memory queries and capture begins are start-up work: none of them reads
+  // or writes the KV cache. A graph replay does.
+  if (point == KvPoint::kGraphLaunch)
+    if (const policy::CommitReason reason = d.trigger.on_graph_launch(); reason != policy::CommitReason::none)
+      commit_locked(d, reason, "a graph launch");
+}
+
+void before_launch(std::uint64_t stream, const KernelLaunch& launch) {
+  if (capture_open()) return;  // recorded into a graph, not run: its replay decides
+  const int device = tracked_device_now();
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  DeviceKv& d = k.at(device);
+  if (d.committed || d.regions.empty()) return;
+  if (!d.deferred) {
+    // In the burst (a launch never ends it): what the kernel writes into a KV tensor must survive.
+    note_burst_launch(k, launch);
+    return;
   }
-  if (reason != policy::CommitReason::none) commit_locked(d, reason, call);
+  if (d.deferred_bytes == 0) return;
+  if (serving_flag_set()) d.trigger.serving_started();
+  const policy::KvReach reach = d.trigger.needs_kernel_reach() ? deferred_reach(d, launch) : policy::KvReach::none;
+  const policy::CommitReason reason = d.trigger.on_kernel_launch(stream, reach);
+  if (reason != policy::CommitReason::none) commit_locked(d, reason, "a kernel launch");
 }
 
 void touch(std::uint64_t address, std::uint64_t bytes, const char* api, bool zero_fill) {
@@ -369,9 +415,9 @@ void kv_listening(int fd) {
   const policy::EngineProfile& engine = K().engine;
   std::string where;
   if (address.ss_family == AF_INET || address.ss_family == AF_INET6) {
-    const std::uint16_t port = ntohs(address.ss_family == AF_INET
-                                         ? reinterpret_cast<const sockaddr_in&>(address).sin_port
-                                         : reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+    const std::uint16_t port =
+        ntohs(address.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(address).sin_port
+                                           : reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
     if (engine.serving_port != 0 && port == engine.serving_port) where = fmt::format("port {}", port);
   } else if (address.ss_family == AF_UNIX && !engine.serving_socket.empty()) {
     const auto& unix_address = reinterpret_cast<const sockaddr_un&>(address);
@@ -383,9 +429,10 @@ void kv_listening(int fd) {
   if (where.empty()) return;
   set_serving_flag();
   kv_event([&] { trace_events::kv_serving_port_open(where); });
-  log().info("the engine's server listens on its {}: KV still deferred in any process of the engine is committed "
-             "before that process's next kernel launch",
-             where);
+  log().info(
+      "the engine's server listens on its {}: KV still deferred in any process of the engine is committed "
+      "before that process's next kernel launch",
+      where);
 }
 
 void kv_capture_ended(std::uint64_t stream) {
@@ -428,8 +475,10 @@ std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked) {
   const auto windows = post_kv_windows(d.device);
   for (std::size_t i = 0; i < windows.size(); ++i) {
     if (i == static_cast<std::size_t>(policy::Category::kv)) continue;
-    if (windows[i].peak > windows[i].at_start) peak += static_cast<std::uint64_t>(windows[i].peak - windows[i].at_start);
-    if (windows[i].live > windows[i].at_start) live += static_cast<std::uint64_t>(windows[i].live - windows[i].at_start);
+    if (windows[i].peak > windows[i].at_start)
+      peak += static_cast<std::uint64_t>(windows[i].peak - windows[i].at_start);
+    if (windows[i].live > windows[i].at_start)
+      live += static_cast<std::uint64_t>(windows[i].live - windows[i].at_start);
   }
   return std::max(peak, live + asked);
 }
@@ -451,11 +500,11 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
     d.profile->serving_peak_bytes = need;
     std::size_t free_bytes = 0, total = 0;
     const bool measured = real_memory_info(&free_bytes, &total);
-    log().warn("device {}: serving ran out of memory after the commit ({} asked{}): the profile keeps room for {} of "
-               "serving beside the KV cache, so the next start of this configuration is sized to leave it",
-               d.device, policy::format_bytes(bytes),
-               measured ? ", " + policy::format_bytes(free_bytes) + " free" : std::string(),
-               policy::format_bytes(need));
+    log().warn(
+        "device {}: serving ran out of memory after the commit ({} asked{}): the profile keeps room for {} of "
+        "serving beside the KV cache, so the next start of this configuration is sized to leave it",
+        d.device, policy::format_bytes(bytes),
+        measured ? ", " + policy::format_bytes(free_bytes) + " free" : std::string(), policy::format_bytes(need));
     write_profile(k, d);
   } catch (...) {
     // Learning costs the profile, never the engine's own out-of-memory error.

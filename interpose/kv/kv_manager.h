@@ -9,12 +9,14 @@
 
 #include "interpose/base/library.h"
 #include "interpose/kv/kv_tags.h"
+#include "interpose/kv/launch_parameters.h"
 #include "policy/kv_recognition.h"
 
 namespace kvremap::interpose {
 
 // The calls at which the KV manager may act, each before the hooked call reaches the driver.
-enum class KvPoint { kAllocation, kCaptureBegin, kMemoryQuery, kModuleLoad, kGraphLaunch, kKernelLaunch };
+// Kernel launches have their own entry (kv_before_launch), which reads their parameters.
+enum class KvPoint { kAllocation, kCaptureBegin, kMemoryQuery, kModuleLoad, kGraphLaunch };
 
 // Cheap to call on every hook: false unless KVREMAP_MODE=defer.
 inline bool kv_mode() { return mode_option() == policy::Mode::defer; }
@@ -32,14 +34,14 @@ inline constinit std::atomic<bool> g_serving_checked{false};
 // Nothing for before() to do at `point`: no device has anything to defer or commit there, and no
 // graph launch still has to check that something was deferred.
 inline bool nothing_before(KvPoint point) {
-  const int devices = point == KvPoint::kKernelLaunch ? g_pending.load(std::memory_order_relaxed)
-                                                      : g_active.load(std::memory_order_relaxed);
-  return devices == 0 && (point != KvPoint::kGraphLaunch || g_serving_checked.load(std::memory_order_relaxed));
+  return g_active.load(std::memory_order_relaxed) == 0 &&
+         (point != KvPoint::kGraphLaunch || g_serving_checked.load(std::memory_order_relaxed));
 }
 // The defer-mode bodies of the three functions below; only called under kv_mode().
 bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdeviceptr* ptr, CUresult* result);
 bool release(CUdeviceptr ptr, const char* api, CUresult* result);
-void before(KvPoint point, std::uint64_t stream);
+void before(KvPoint point);
+void before_launch(std::uint64_t stream, const KernelLaunch& launch);
 void touch(std::uint64_t address, std::uint64_t bytes, const char* api, bool zero_fill);
 bool region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size);
 std::size_t sizing_free(std::size_t reported, std::size_t total);
@@ -63,10 +65,16 @@ inline bool kv_free(CUdeviceptr ptr, const char* api, CUresult* result) {
   return kv_mode() && kv_detail::g_any_arena.load(std::memory_order_relaxed) && kv_detail::release(ptr, api, result);
 }
 // Before the hooked call at `point`: ends the KV burst (synchronise, defer to scratch) and commits
-// when the trigger says so. Never acts while a capture is open. `stream`: the launch's stream, as
-// capture_stream_key() names it (kernel launches only).
-inline void kv_before(KvPoint point, std::uint64_t stream = 0) {
-  if (kv_mode() && !kv_detail::nothing_before(point)) kv_detail::before(point, stream);
+// when the trigger says so. Never acts while a capture is open.
+inline void kv_before(KvPoint point) {
+  if (kv_mode() && !kv_detail::nothing_before(point)) kv_detail::before(point);
+}
+// Before a kernel launch on `stream` (as capture_stream_key() names it): in a device's KV burst, a launch
+// whose parameters reach a KV tensor keeps that tensor backed at the deferral unless it is PyTorch's zero
+// fill (policy::is_zero_fill_kernel), which the commit's zero-fill replays; after the deferral, the
+// commit trigger decides, told what the parameters reach where its rules need it.
+inline void kv_before_launch(std::uint64_t stream, const KernelLaunch& launch) {
+  if (kv_mode() && kv_detail::g_active.load(std::memory_order_relaxed) != 0) kv_detail::before_launch(stream, launch);
 }
 // Before a copy, memset, IPC handle, export or range query of [address, address + bytes): commits
 // first when that touches deferred KV (the call could be serving reading or writing the cache). On a

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "interpose/base/library.h"
+#include "interpose/base/loaded_modules.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/kv/kv_state.h"
@@ -24,7 +25,7 @@ std::int64_t wall_seconds() { return static_cast<std::int64_t>(std::time(nullptr
 
 // The profile of the start-up just committed: the key from the engine's command line and the device,
 // the KV it asked for, what post-KV work held and peaked at per category, the commit's margin.
-policy::ProfileKey profile_key(const KvState& k, int device) {
+policy::ProfileKey profile_key(KvState& k, int device) {
   policy::ProfileKey key;
   key.argv = k.argv;
   key.device_name = real_device_name(device);
@@ -32,6 +33,17 @@ policy::ProfileKey profile_key(const KvState& k, int device) {
   key.rank = static_cast<std::uint32_t>(device);
   key.driver_version = real_driver_version();
   key.environment = k.environment;
+  key.config = k.config;
+  if (!k.software) {
+    std::vector<std::string> software;
+    for (const LoadedModule& module : loaded_modules())
+      if (auto label = policy::engine_module_label(k.engine.kind, module.path))
+        software.push_back(*label + " " + (module.build_id.empty() ? "no-build-id" : module.build_id));
+    std::sort(software.begin(), software.end());
+    software.erase(std::unique(software.begin(), software.end()), software.end());
+    k.software = std::move(software);
+  }
+  key.software = *k.software;
   return key;
 }
 
@@ -49,7 +61,7 @@ std::int64_t effective_shift(const DeviceKv& d) {
 }
 
 void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
-  const KvState& k = K();
+  KvState& k = K();
   const policy::ProfileKey key = profile_key(k, d.device);
   policy::Profile p;
   p.key = policy::key_text(key);
@@ -160,12 +172,12 @@ void look_up_profile(KvState& k, DeviceKv& d) {
   } else if (!d.previous->sizing_query) {
     reason = "the profile recorded no sizing query";
   } else if (store->marked(name)) {
-    reason = "a start it sized never reached its commit (failed, killed or crashed: " +
-             ProfileStore::marker_name(name) + " is still there), so this start is sized by the engine and its "
-             "commit rewrites the profile";
+    reason =
+        "a start it sized never reached its commit (failed, killed or crashed: " + ProfileStore::marker_name(name) +
+        " is still there), so this start is sized by the engine and its "
+        "commit rewrites the profile";
     d.step.reset();
-    log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path),
-               reason);
+    log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path), reason);
     kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
     return;
   } else {
@@ -173,8 +185,8 @@ void look_up_profile(KvState& k, DeviceKv& d) {
     if (d.step->shift_bytes != 0) return;
     reason = d.step->reason;
   }
-  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device,
-             policy::printable(d.previous_path), reason);
+  log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, policy::printable(d.previous_path),
+             reason);
   kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
 }
 
@@ -207,8 +219,7 @@ void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan
   std::_Exit(policy::kExitRestartForProfile);
 }
 
-std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan,
-                                      std::uint64_t headroom) {
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
   // Unlike the restart, a start a profile already sized also writes: its figures are the newer ones,
   // and no automatic restart can loop on them.
   if (options().sizing == policy::SizingWhen::engine || policy::sizing_not_applicable(k.engine) ||
@@ -245,8 +256,7 @@ bool mark_sized_start(KvState& k, DeviceKv& d) {
   const std::optional<ProfileStore> store = ProfileStore::open(profile_dir(), false, &kind, &problem);
   if (store && store->mark(policy::profile_file_name(profile_key(k, d.device)), &problem)) return true;
   if (problem.empty()) problem = "the profile directory is gone";
-  log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path),
-             problem);
+  log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path), problem);
   kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, problem); });
   d.step.reset();
   return false;

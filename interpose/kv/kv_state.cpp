@@ -1,7 +1,11 @@
 // The KV manager's state: made once from the options and the engine's command line; the hooks' quick counters.
 #include "interpose/kv/kv_state.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -34,8 +38,17 @@ KvState* make_state() {
   for (const std::string_view name : policy::memory_environment_variables(s->engine.kind))
     if (const char* value = std::getenv(std::string(name).c_str()))
       s->environment.push_back(std::string(name) + "=" + value);
+  if (const std::optional<std::string> file = policy::config_file(argv)) {
+    // Read once, when the first allocation kvremap handles makes this state: early in the start-up whose
+    // flags it holds (a relative name resolves from the working directory, as the engine's does).
+    std::ifstream in(*file, std::ios::binary);
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    s->config = in ? fmt::format("{} fnv1a:{:016x}", *file, policy::fnv1a_64(contents.str())) : *file + " unreadable";
+  }
   s->trigger_config.mode = o.commit;
   s->trigger_config.graphs_expected = s->engine.graphs_expected;
+  s->trigger_config.serving_port_commits = s->engine.serving_port != 0 || !s->engine.serving_socket.empty();
   return s;
 }
 constinit ProcessObject<KvState, make_state> g_state;

@@ -67,9 +67,13 @@ struct KvState {
   policy::TriggerConfig trigger_config;
   bool warned_nothing_deferred = false;
   bool warned_free_below_zero = false;
-  bool warned_profile = false;    // a profile that cannot be written is said once per process
-  std::vector<std::string> argv;  // the engine's command line, for the profile key
+  bool warned_profile = false;           // a profile that cannot be written is said once per process
+  std::vector<std::string> argv;         // the engine's command line, for the profile key
   std::vector<std::string> environment;  // the engine's memory-relevant variables set at load: the key's
+  std::string config;                    // the key's `--config` file and its contents' hash, read at load
+  // The key's engine and PyTorch modules, read once, at the first key made (the sizing query's lookup),
+  // so that the lookup and every write of this start name the same modules.
+  std::optional<std::vector<std::string>> software;
   std::array<std::unique_ptr<DeviceKv>, kMaxDevices> devices;
 
   DeviceKv& at(int device) {
@@ -112,8 +116,7 @@ void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan
 // A `fail` verdict (KVREMAP_DEFICIT=fail, or `host` with no host memory tier): the profile is written
 // before the stop, so the same command started again is sized from what this start measured.
 // Returns the words the stop's line ends with ("" when no profile applies or none could be written).
-std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan,
-                                      std::uint64_t headroom);
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom);
 // After the commit: one warning when a profile's shift did not reach the query the engine sized from.
 void report_sizing_outcome(const DeviceKv& d);
 

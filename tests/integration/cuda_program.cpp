@@ -32,11 +32,29 @@ extern "C" __attribute__((visibility("default"))) void simcuda_kernel_touch(void
   p[0] = 1;
 }
 
+// PyTorch's int8 fill kernel, as torch.zeros and Tensor.fill_ launch it on a contiguous tensor
+// (vectorized_elementwise_kernel(int N, FillFunctor<int8_t> f, array<char*, 1> data), ATen's
+// native/cuda/FillKernel.cu and CUDALoops.cuh; the array type is this program's own).
+#define TORCH_FILL_NAME \
+  _ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIaEENS0_5ArrayIPcLi1EEEEEviT0_T1_
+#define TORCH_FILL_TEXT(name) #name
+#define TORCH_FILL_STRING(name) TORCH_FILL_TEXT(name)
+#define TORCH_FILL_TWIN(name) TORCH_FILL_TWIN_(name)
+#define TORCH_FILL_TWIN_(name) simcuda_kernel_##name
+extern "C" __attribute__((visibility("default"))) void TORCH_FILL_TWIN(TORCH_FILL_NAME)(void** params) {
+  const int n = *static_cast<int*>(params[0]);
+  const auto value = *static_cast<unsigned char*>(params[1]);
+  auto* data = *static_cast<unsigned char**>(params[2]);
+  if (n > 0) std::memset(data, value, static_cast<std::size_t>(n));
+}
+
 namespace {
 
 const char* kPtx =
     ".version 8.0\n.target sm_90\n.address_size 64\n// simcuda-module-bytes: 10MiB\n"
-    ".visible .entry touch(.param .u64 p)\n{\nret;\n}\n";
+    ".visible .entry touch(.param .u64 p)\n{\nret;\n}\n"
+    ".visible .entry " TORCH_FILL_STRING(TORCH_FILL_NAME) "(.param .u32 n, .param .align 1 .b8 f[1], "
+    ".param .align 8 .b8 data[8])\n{\nret;\n}\n";
 
 int failures = 0;
 
@@ -121,6 +139,29 @@ cudaKernel_t touch_kernel() {
   cudaKernel_t kernel = nullptr;
   check(cudaLibraryGetKernel(&kernel, library, "touch") == cudaSuccess, "get kernel");
   return kernel;
+}
+
+// The library of kPtx once, and its PyTorch fill kernel.
+cudaKernel_t torch_fill_kernel() {
+  static cudaKernel_t kernel = [] {
+    cudaLibrary_t library = nullptr;
+    cudaKernel_t k = nullptr;
+    check(cudaLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == cudaSuccess &&
+              cudaLibraryGetKernel(&k, library, TORCH_FILL_STRING(TORCH_FILL_NAME)) == cudaSuccess,
+          "PyTorch's fill kernel");
+    return k;
+  }();
+  return kernel;
+}
+
+// Tensor.fill_(value) of `bytes` int8 elements at `base`, one launch (a 32-bit element count).
+bool torch_fill(void* base, std::size_t bytes, unsigned char value) {
+  int n = static_cast<int>(bytes);
+  unsigned char functor = value;
+  void* data = base;
+  void* args[] = {&n, &functor, &data};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(torch_fill_kernel()), dim3(1), dim3(1), args, 0, nullptr) ==
+         cudaSuccess;
 }
 
 int captures() {
@@ -335,15 +376,16 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
       const auto whole = reinterpret_cast<CUdeviceptr>(kv[1]);
       check(base == whole && start == whole && start2 == whole, "range start is the KV tensor's");
       check(size == 32 * kMiB && size2 == 32 * kMiB && size3 == 32 * kMiB, "range size is the KV tensor's");
-      std::printf("range of KV (round %d): +%llu, %zu bytes\n", round,
-                  static_cast<unsigned long long>(base - whole), size);
+      std::printf("range of KV (round %d): +%llu, %zu bytes\n", round, static_cast<unsigned long long>(base - whole),
+                  size);
     }
   } else if (touch == "memset32") {
     const auto at = reinterpret_cast<CUdeviceptr>(kv[1]) + kMiB;
     check(cuMemsetD32(at, 0x01020304u, 16) == CUDA_SUCCESS, "cuMemsetD32 on KV");
     std::uint32_t back[16] = {};
     check(cudaMemcpy(back, kv[1] + kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read the memset back");
-    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x01020304u; }), "the 32-bit memset is in the KV cache");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x01020304u; }),
+          "the 32-bit memset is in the KV cache");
     std::printf("memset32 of KV read back\n");
   } else if (touch == "memset2d") {
     const auto at = reinterpret_cast<CUdeviceptr>(kv[1]) + 2 * kMiB;
@@ -351,7 +393,8 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
     unsigned char row[16] = {};
     check(cudaMemcpy(row, kv[1] + 2 * kMiB + 3 * 256, sizeof row, cudaMemcpyDeviceToHost) == cudaSuccess,
           "read the last row back");
-    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x5a; }), "the 2D memset is in the KV cache");
+    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x5a; }),
+          "the 2D memset is in the KV cache");
     std::printf("memset2d of KV read back\n");
   } else if (touch == "copy2d") {
     unsigned char rows[4][32];
@@ -381,14 +424,16 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
           "cuMemcpyPeer into KV");
     unsigned char back[64] = {};
     check(cudaMemcpy(back, kv[1] + 4 * kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read back");
-    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x77; }), "the peer copy is in the KV cache");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x77; }),
+          "the peer copy is in the KV cache");
     std::printf("peer copy into KV read back\n");
   } else if (touch == "rt-memset2d") {
     check(cudaMemset2D(kv[1] + 6 * kMiB, 512, 0x42, 64, 3) == cudaSuccess, "cudaMemset2D on KV");
     unsigned char row[64] = {};
     check(cudaMemcpy(row, kv[1] + 6 * kMiB + 2 * 512, sizeof row, cudaMemcpyDeviceToHost) == cudaSuccess,
           "read the last row back");
-    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x42; }), "the runtime's 2D memset is in the KV cache");
+    check(std::all_of(std::begin(row), std::end(row), [](auto v) { return v == 0x42; }),
+          "the runtime's 2D memset is in the KV cache");
     std::printf("runtime memset2d of KV read back\n");
   } else if (touch == "rt-copy2d") {
     unsigned char rows[3][16];
@@ -406,7 +451,8 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
     check(cudaMemcpyPeer(kv[1] + 9 * kMiB, 0, device_scratch, 0, 32) == cudaSuccess, "cudaMemcpyPeer into KV");
     unsigned char back[32] = {};
     check(cudaMemcpy(back, kv[1] + 9 * kMiB, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "read back");
-    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x66; }), "the runtime's peer copy is in the KV cache");
+    check(std::all_of(std::begin(back), std::end(back), [](auto v) { return v == 0x66; }),
+          "the runtime's peer copy is in the KV cache");
     std::printf("runtime peer copy into KV read back\n");
   } else if (touch == "copy") {
     const unsigned char one = 0x33;
@@ -432,21 +478,28 @@ int kv_copy() {
   auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
   void* warm = nullptr;
   check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  const std::string burst_write = std::getenv("BURST_WRITE") ? std::getenv("BURST_WRITE") : "";
+  const bool zeros_by_kernel = std::getenv("KV_ZEROS") && std::string(std::getenv("KV_ZEROS")) == "kernel";
+  if (zeros_by_kernel || burst_write == "fill-kernel") torch_fill_kernel();  // its module loads before the KV
   if (push) push("kv");
   unsigned char* kv[2] = {};
   // BURST_WRITE (memset, copy): the engine writes into the second tensor right after allocating it,
   // inside its KV burst.
-  const std::string burst_write = std::getenv("BURST_WRITE") ? std::getenv("BURST_WRITE") : "";
+  // fill-kernel: PyTorch's fill kernel with a non-zero value. KV_ZEROS=kernel zeroes each tensor as
+  // torch.zeros does on a GPU (the fill kernel with zero) instead of cudaMemset.
   unsigned char written[4096];
   for (std::size_t i = 0; i < sizeof written; ++i) written[i] = static_cast<unsigned char>(0x5a ^ (i * 13));
   for (auto& t : kv) {
     check(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
-    check(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
+    check(zeros_by_kernel ? torch_fill(t, 32 * kMiB, 0) : (cudaMemset(t, 0, 32 * kMiB) == cudaSuccess), "KV zeroed");
   }
-  if (burst_write == "memset") check(cudaMemset(kv[1] + 65536, 0x5a, sizeof written) == cudaSuccess, "memset in the burst");
-  if (burst_write == "memset") std::memset(written, 0x5a, sizeof written);
+  if (burst_write == "memset")
+    check(cudaMemset(kv[1] + 65536, 0x5a, sizeof written) == cudaSuccess, "memset in the burst");
+  if (burst_write == "fill-kernel") check(torch_fill(kv[1] + 65536, sizeof written, 0x5a), "fill kernel in the burst");
+  if (burst_write == "memset" || burst_write == "fill-kernel") std::memset(written, 0x5a, sizeof written);
   if (burst_write == "copy")
-    check(cudaMemcpy(kv[1] + 65536, written, sizeof written, cudaMemcpyHostToDevice) == cudaSuccess, "copy in the burst");
+    check(cudaMemcpy(kv[1] + 65536, written, sizeof written, cudaMemcpyHostToDevice) == cudaSuccess,
+          "copy in the burst");
   if (pop) pop();
   void* autotune = nullptr;
   check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
@@ -504,8 +557,9 @@ int activations_after_kv() {
   const char* kv_mib = std::getenv("KV_MIB");
   const size_t kv_bytes = (kv_mib ? std::strtoull(kv_mib, nullptr, 10) : 1536) * kMiB;
   unsigned char* kv = nullptr;
-  check(cudaMalloc(reinterpret_cast<void**>(&kv), kv_bytes) == cudaSuccess && cudaMemset(kv, 0, kv_bytes) == cudaSuccess,
-        "the KV cache in one allocation");
+  check(
+      cudaMalloc(reinterpret_cast<void**>(&kv), kv_bytes) == cudaSuccess && cudaMemset(kv, 0, kv_bytes) == cudaSuccess,
+      "the KV cache in one allocation");
   check(forward(100), "compile warm-up forward");
   unsigned char* activations[4] = {};
   for (auto& a : activations) {
@@ -533,8 +587,7 @@ int activations_after_kv() {
             cudaMemcpy(first, kv + 4096, sizeof first, cudaMemcpyDeviceToHost) == cudaSuccess &&
             cudaMemcpy(last, kv + kv_bytes - 4096, sizeof last, cudaMemcpyDeviceToHost) == cudaSuccess &&
             cudaMemcpy(zero, kv + kv_bytes / 2, sizeof zero, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            std::memcmp(first, pattern, 4) == 0 && std::memcmp(last, pattern, 4) == 0 &&
-            zero[0] == 0 && zero[3] == 0,
+            std::memcmp(first, pattern, 4) == 0 && std::memcmp(last, pattern, 4) == 0 && zero[0] == 0 && zero[3] == 0,
         "the KV cache reads back what serving wrote, and zeros elsewhere");
   return failures;
 }
@@ -830,9 +883,11 @@ int main(int argc, char** argv) {
   if (mode == "burst") return burst();
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
-  std::fprintf(stderr,
-               "usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|activations-after-kv|malloc-zero|exit-from-worker|"
-               "two-devices|churn|"
-               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
+  std::fprintf(
+      stderr,
+      "usage: cuda_program "
+      "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|activations-after-kv|malloc-zero|exit-from-worker|"
+      "two-devices|churn|"
+      "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

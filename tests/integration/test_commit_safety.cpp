@@ -15,18 +15,19 @@
 #include <cstdlib>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
 using kvremap::testing::kill_at_trace_bytes;
-using kvremap::testing::repetitions;
-using kvremap::testing::trace_bytes;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
+using kvremap::testing::repetitions;
 using kvremap::testing::run_program;
 using kvremap::testing::RunResult;
+using kvremap::testing::trace_bytes;
 using kvremap::testing::trace_files;
 
 namespace {
@@ -43,13 +44,16 @@ struct StartUp {
   const char* engine;  // the name the example runs under: "vllm" or "sglang"
   const char* scenario;
   std::vector<std::string> flags;
-  int stock_exit;    // 0 started, 5 out of memory
-  int kvremap_exit;  // under KVREMAP_MODE=defer
+  int stock_exit;       // 0 started, 5 out of memory
+  int kvremap_exit;     // under KVREMAP_MODE=defer
   const char* trigger;  // the commit's reason in the trace, when kvremap starts it
 };
 
+// SGLang's replica starts as its server (`sglang serve`); vLLM's as an offline start-up.
 std::vector<std::string> argv_of(const StartUp& s, const std::string& program) {
-  std::vector<std::string> argv = {program, "--scenario", s.scenario};
+  std::vector<std::string> argv = {program};
+  if (std::string_view(s.engine) == "sglang") argv.push_back("serve");
+  argv.insert(argv.end(), {"--scenario", s.scenario});
   argv.insert(argv.end(), s.flags.begin(), s.flags.end());
   return argv;
 }
@@ -72,19 +76,53 @@ std::vector<StartUp> start_ups() {
   };
   return {
       {"vllm graph replays first", "vllm", SEED_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 5, 0, "graph launch"},
-      {"vllm eager prefill first", "vllm", SEED_SCENARIO,
-       {"--gpu-memory-utilization", "0.95", "--first-request", "eager-prefill"}, 5, 0,
+      {"vllm eager prefill first",
+       "vllm",
+       SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--first-request", "eager-prefill"},
+       5,
+       0,
        "kernel launch off the capture streams"},
-      {"vllm graph-memory estimate", "vllm", GRAPH_ESTIMATE_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 5, 0,
+      {"vllm graph-memory estimate",
+       "vllm",
+       GRAPH_ESTIMATE_SCENARIO,
+       {"--gpu-memory-utilization", "0.95"},
+       5,
+       0,
        "graph launch"},
-      {"vllm --kv-cache-memory", "vllm", SEED_SCENARIO,
-       {"--gpu-memory-utilization", "0.95", "--kv-cache-memory", "20GiB"}, 5, 0, "graph launch"},
+      {"vllm --kv-cache-memory",
+       "vllm",
+       SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--kv-cache-memory", "20GiB"},
+       5,
+       0,
+       "graph launch"},
       {"sglang warm-up request", "sglang", SEED_SCENARIO, with(sglang, {"0.9"}), 5, 0,
        "kernel launch off the capture streams"},
-      {"vllm --enforce-eager starts", "vllm", SEED_SCENARIO, {"--gpu-memory-utilization", "0.8", "--enforce-eager"}, 0,
-       0, "kernel launch, no captures expected"},
-      {"vllm --enforce-eager out of memory", "vllm", SEED_SCENARIO,
-       {"--gpu-memory-utilization", "0.95", "--enforce-eager"}, 5, 5, ""},
+      // An offline start-up whose flags say graphs while the engine captures none (vLLM sets
+      // cudagraph_mode NONE on its own, config/compilation.py:1433-1438): no port will open, so the first
+      // kernel that takes a KV address — its first serving forward — commits.
+      {"vllm offline, graphs dropped by the engine",
+       "vllm",
+       SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--graphs-dropped"},
+       5,
+       0,
+       "kernel launch reaching KV before any capture, no serving port"},
+      {"vllm --enforce-eager starts",
+       "vllm",
+       SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.8", "--enforce-eager"},
+       0,
+       0,
+       "kernel launch, no captures expected"},
+      {"vllm --enforce-eager out of memory",
+       "vllm",
+       SEED_SCENARIO,
+       {"--gpu-memory-utilization", "0.95", "--enforce-eager"},
+       5,
+       5,
+       ""},
       {"sglang --disable-cuda-graph starts", "sglang", SEED_SCENARIO, with(sglang, {"0.8", "--disable-cuda-graph"}), 0,
        0, "kernel launch, no captures expected"},
       {"sglang --disable-cuda-graph out of memory", "sglang", SEED_SCENARIO,
@@ -138,8 +176,8 @@ TEST(CommitSafety, TheOracleCatchesAnEagerPrefillOnDeferredKv) {
   const StartUp s = start_ups()[1];
   const std::string program = link_as(VLLM_LIKE, s.engine);
   std::vector<std::string> env = scenario_env(s.scenario);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=manual",
-                         "KVREMAP_TRACE=off"});
+  env.insert(env.end(),
+             {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=manual", "KVREMAP_TRACE=off"});
   const RunResult r = run_program(argv_of(s, program), env, {}, 120);
   EXPECT_EQ(r.exit_code, kOracleFired) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex("simcuda: serving oracle: cuLaunchKernel touched 0x[0-9a-f]+ which "
@@ -173,7 +211,9 @@ TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
     const std::string dir = make_temp_dir();
     std::vector<std::string> env = scenario_env(c.scenario);
     env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir});
-    std::vector<std::string> argv = {link_as(VLLM_LIKE, c.engine), "--scenario", c.scenario};
+    std::vector<std::string> argv = {link_as(VLLM_LIKE, c.engine)};
+    if (std::string(c.engine) == "sglang") argv.push_back("serve");
+    argv.insert(argv.end(), {"--scenario", c.scenario});
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     const RunResult r = run_program(argv, env, {}, 120);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -191,7 +231,7 @@ TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
 // device and verifies its KV, where stock runs out of memory on every rank.
 TEST(CommitSafety, EachRankOfATwoRankJobCommitsItsOwnDevice) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
-  const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95",
+  const std::vector<std::string> argv = {program,   "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95",
                                          "--ranks", "2"};
   std::vector<std::string> env = scenario_env(SEED_SCENARIO, 2);
   EXPECT_EQ(run_program(argv, env, {"LD_PRELOAD"}, 240).exit_code, 5);
@@ -215,8 +255,8 @@ TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   const std::vector<std::string> argv = {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"};
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_CHUNK_BYTES=2MiB",
-                         "KVREMAP_TRACE=off"});
+  env.insert(env.end(),
+             {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_CHUNK_BYTES=2MiB", "KVREMAP_TRACE=off"});
   const std::string line =
       "kvremap: KVREMAP_SCRATCH_BYTES=64MiB does not divide KVREMAP_CHUNK_BYTES=2MiB: the scratch is mapped a whole "
       "number of times over each chunk; use 2MiB or another divisor of the chunk";
@@ -259,8 +299,8 @@ TEST(CommitSafety, ImpossibleSettingsAreRefusedNotSilentlyIgnored) {
 TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_KV_MIN_BYTES=8GiB",
-                         "KVREMAP_TRACE=off"});
+  env.insert(env.end(),
+             {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_KV_MIN_BYTES=8GiB", "KVREMAP_TRACE=off"});
   const RunResult r =
       run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
   EXPECT_EQ(r.exit_code, 0);
@@ -280,8 +320,9 @@ TEST(CommitSafety, WhatTheArenaCannotPlaceIsAnOrdinaryAllocation) {
     const char* line;
   };
   for (const Case& c :
-       {Case{"KVREMAP_ARENA_BYTES=2GiB", "cannot place a 242.00 MiB allocation (its 2.00 GiB of address space is full): "
-                                         "it stays an ordinary allocation (raise KVREMAP_ARENA_BYTES)"},
+       {Case{"KVREMAP_ARENA_BYTES=2GiB",
+             "cannot place a 242.00 MiB allocation (its 2.00 GiB of address space is full): "
+             "it stays an ordinary allocation (raise KVREMAP_ARENA_BYTES)"},
         Case{"SIMCUDA_FAIL=cuMemSetAccess:1:CUDA_ERROR_UNKNOWN",
              "cannot place a 242.00 MiB allocation (driver error 999, CUDA_ERROR_UNKNOWN): it stays an ordinary "
              "allocation"},
@@ -314,8 +355,7 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
     SCOPED_TRACE(c.failure);
     const std::string dir = make_temp_dir();
     std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-    env.insert(env.end(),
-               {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir, c.failure});
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE_DIR=" + dir, c.failure});
     const RunResult r = run_program(
         {link_as(VLLM_LIKE, "vllm"), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95"}, env, {}, 120);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -332,7 +372,8 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
     if (!c.one_tensor_on_host) {
       EXPECT_EQ(placed, planned) << "retried, as planned";
     } else {
-      const auto tensor = plan->args.at("kv_bytes").get<std::uint64_t>() / plan->args.at("tensors").get<std::uint64_t>();
+      const auto tensor =
+          plan->args.at("kv_bytes").get<std::uint64_t>() / plan->args.at("tensors").get<std::uint64_t>();
       EXPECT_EQ(placed, planned - plan->args.at("host_bytes_per_tensor").get<std::uint64_t>() + tensor);
       EXPECT_NE(r.err.find("the device refused 1 of the planned tensor shares"), std::string::npos) << r.err;
     }
@@ -363,8 +404,7 @@ TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
   for (int i = 0; i < points; ++i) {
     const std::string dir = make_temp_dir();
     // Evenly over the start-up, the first before its trace exists.
-    if (WIFSIGNALED(kill_at_trace_bytes(argv, with_trace_dir(dir), dir, whole * i / points)))
-      ++killed;
+    if (WIFSIGNALED(kill_at_trace_bytes(argv, with_trace_dir(dir), dir, whole * i / points))) ++killed;
     for (const std::string& file : trace_files(dir)) {
       SCOPED_TRACE(file + " killed at point " + std::to_string(i));
       kvremap::trace::Trace trace;

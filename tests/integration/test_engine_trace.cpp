@@ -122,9 +122,8 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
     std::vector<std::string> kv_events;
     for (const auto& e : trace.other_events)
       if (e.cat == "kv") kv_events.push_back(e.name);
-    EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan",
-                                                   "kv committed", "kv profile written", "kv serving peaks",
-                                                   "kv profile written"}));
+    EXPECT_EQ(kv_events, (std::vector<std::string>{"kv arena reserved", "kv deferred", "kv commit plan", "kv committed",
+                                                   "kv profile written", "kv serving peaks", "kv profile written"}));
     // Placed in the arena: exactly the 48 KV tensors — never weights, profiling activations, the
     // attention workspace allocated after them, or the IPC-shared all-reduce buffers.
     std::size_t placed = 0, kv_regions = 0, moved_out = 0;
@@ -168,7 +167,8 @@ TEST(EngineTrace, DeferModeStartsTheSeedScenarioWhereStockRunsOutOfMemory) {
 TEST(EngineTrace, DeferModeStartsTheSglangLikeEngineToo) {
   std::vector<std::string> env = scenario_env();
   const std::vector<std::string> args = {
-      link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static", "0.9"};
+      link_as(VLLM_LIKE, "sglang"), "serve", "--scenario", SEED_SCENARIO, "--engine", "sglang",
+      "--mem-fraction-static",      "0.9"};
   EXPECT_EQ(run_program(args, env, {"LD_PRELOAD"}).exit_code, 5) << "stock SGLang-like runs out of memory";
   env.push_back("LD_PRELOAD=" KVREMAP_PRELOAD);
   env.push_back("KVREMAP_MODE=defer");
@@ -198,10 +198,10 @@ TEST(EngineTrace, DeferModeAlsoHelpsEnginesThatEstimateGraphMemory) {
 // any capture: no gain, never wrong; the engine starts where stock does and its graphs verify.
 TEST(EngineTrace, FirstLaunchCommitStartsTheGraphEstimatingEngine) {
   const std::string dir = make_temp_dir();
-  const RunResult r = run_engine("0.8",
-                                 {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=first-launch",
-                                  "KVREMAP_TRACE_DIR=" + dir},
-                                 "", GRAPH_ESTIMATE_SCENARIO);
+  const RunResult r = run_engine(
+      "0.8",
+      {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_COMMIT=first-launch", "KVREMAP_TRACE_DIR=" + dir},
+      "", GRAPH_ESTIMATE_SCENARIO);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("KV verified"), std::string::npos);
   EXPECT_GT(started_kv_gib(r.out), 0.0) << r.out;
@@ -250,8 +250,12 @@ TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
 // out of the arena: the start runs as stock does, and one info line and the trace say why nothing was
 // deferred.
 TEST(EngineTrace, AKvConnectorKeepsTheKvCacheOutOfTheArena) {
-  const std::vector<std::string> argv = {vllm_program(), "--scenario", SEED_SCENARIO, "--gpu-memory-utilization",
-                                         "0.8", "--kv-transfer-config",
+  const std::vector<std::string> argv = {vllm_program(),
+                                         "--scenario",
+                                         SEED_SCENARIO,
+                                         "--gpu-memory-utilization",
+                                         "0.8",
+                                         "--kv-transfer-config",
                                          R"({"kv_connector":"LMCacheMPConnector","kv_role":"kv_both"})"};
   const RunResult stock = run_program(argv, scenario_env(), {"LD_PRELOAD"}, 120, 9);
   ASSERT_EQ(stock.exit_code, 0) << stock.out << stock.err;

@@ -483,8 +483,8 @@ TEST(Interposer, TaggedKvIsDeferredAndCommittedWhereEachModeSays) {
 TEST(Interposer, RangeQueriesOnKvAnswerTheWholeTensor) {
   const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"TOUCH=ranges"}));
   ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
-  Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "TOUCH=ranges", "KVREMAP_CHUNK_BYTES=8MiB",
-                                    "KVREMAP_SCRATCH_BYTES=2MiB"});
+  Traced t = run_traced(
+      "kv-copy", {"KVREMAP_MODE=defer", "TOUCH=ranges", "KVREMAP_CHUNK_BYTES=8MiB", "KVREMAP_SCRATCH_BYTES=2MiB"});
   EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
   EXPECT_NE(t.run.out.find("range of KV (round 1): +0, 33554432 bytes"), std::string::npos) << t.run.out;
   ASSERT_EQ(t.traces.size(), 1u);
@@ -499,13 +499,12 @@ TEST(Interposer, CopiesAndExportsOfDeferredKvCommitFirst) {
     const char* name;
     const char* call;  // the driver function the commit came before
   };
-  for (const Touch& c : {Touch{"copy", "cuMemcpy"}, Touch{"ipc", "cuIpcGetMemHandle"},
-                         Touch{"retain", "cuMemRetainAllocationHandle"},
-                         Touch{"dmabuf", "cuMemGetHandleForAddressRange"},
-                         Touch{"attributes", "cuPointerGetAttributes"}, Touch{"memset32", "cuMemsetD32"},
-                         Touch{"memset2d", "cuMemsetD2D8"}, Touch{"copy2d", "cuMemcpy2D"},
-                         Touch{"peer", "cuMemcpyPeer"}, Touch{"rt-memset2d", "cuMemsetD2D8"},
-                         Touch{"rt-copy2d", "cuMemcpy2D"}, Touch{"rt-peer", "cuMemcpyPeer"}}) {
+  for (const Touch& c :
+       {Touch{"copy", "cuMemcpy"}, Touch{"ipc", "cuIpcGetMemHandle"}, Touch{"retain", "cuMemRetainAllocationHandle"},
+        Touch{"dmabuf", "cuMemGetHandleForAddressRange"}, Touch{"attributes", "cuPointerGetAttributes"},
+        Touch{"memset32", "cuMemsetD32"}, Touch{"memset2d", "cuMemsetD2D8"}, Touch{"copy2d", "cuMemcpy2D"},
+        Touch{"peer", "cuMemcpyPeer"}, Touch{"rt-memset2d", "cuMemsetD2D8"}, Touch{"rt-copy2d", "cuMemcpy2D"},
+        Touch{"rt-peer", "cuMemcpyPeer"}}) {
     const char* touch = c.name;
     SCOPED_TRACE(touch);
     const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {std::string("TOUCH=") + touch}));
@@ -599,11 +598,12 @@ TEST(Interposer, AOneAllocationKvCacheIsDeferredAndTheActivationsAfterItAreNot) 
 // copy) is never lost to scratch: that tensor stays backed (one line says so), the others are deferred,
 // and after the commit the engine reads back what it wrote.
 TEST(Interposer, WhatTheBurstWritesIntoKvSurvivesTheDeferral) {
-  for (const std::string write : {"memset", "copy"}) {
+  for (const std::string write : {"memset", "copy", "fill-kernel"}) {
     SCOPED_TRACE(write);
-    const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"BURST_WRITE=" + write}));
+    const RunResult plain =
+        run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"BURST_WRITE=" + write, "KV_ZEROS=kernel"}));
     ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
-    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "BURST_WRITE=" + write});
+    Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "BURST_WRITE=" + write, "KV_ZEROS=kernel"});
     EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
     EXPECT_EQ(t.run.out, plain.out);
     EXPECT_NE(t.run.out.find("what the burst wrote is still there: ok"), std::string::npos) << t.run.out;
@@ -616,6 +616,23 @@ TEST(Interposer, WhatTheBurstWritesIntoKvSurvivesTheDeferral) {
     EXPECT_NE(t.run.err.find(line), std::string::npos) << t.run.err;
     EXPECT_EQ(t.run.err.find(line), t.run.err.rfind(line)) << "one line";
   }
+}
+
+// torch.zeros on a GPU is PyTorch's fill kernel with zero (ATen's zero_ is fill_(0)): the commit's
+// zero-fill replays it, so both tensors are deferred and read back zero after the commit.
+TEST(Interposer, PyTorchsZeroFillKernelLeavesKvDeferred) {
+  const RunResult plain = run_program({CUDA_PROGRAM, "kv-copy"}, with(kSimulator, {"KV_ZEROS=kernel"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", "KV_ZEROS=kernel"});
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_EQ(t.run.out, plain.out);
+  EXPECT_NE(t.run.out.find("the rest of the KV cache is zero: ok"), std::string::npos) << t.run.out;
+  ASSERT_EQ(t.traces.size(), 1u);
+  std::size_t regions = 0;
+  for (const auto& e : t.traces[0].other_events)
+    if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+  EXPECT_EQ(regions, 2u) << t.run.err;
+  EXPECT_EQ(t.run.err.find("stay backed"), std::string::npos) << t.run.err;
 }
 
 // Legacy IPC of a KV tensor: the engine's own cudaMalloc would be shared, the arena's VMM memory cannot
@@ -654,9 +671,9 @@ TEST(Interposer, OneHandlePerKvTensorOnRequest) {
   for (const char* touches : {"TOUCH=retain2", "TOUCH=copy,retain2"}) {
     for (const bool one : {false, true}) {
       SCOPED_TRACE(std::string(touches) + (one ? " one handle" : " chunks"));
-      Traced t = run_traced("kv-copy", {"KVREMAP_MODE=defer", touches, "KVREMAP_CHUNK_BYTES=8MiB",
-                                        "KVREMAP_SCRATCH_BYTES=2MiB",
-                                        std::string("KVREMAP_KV_ONE_HANDLE=") + (one ? "1" : "0")});
+      Traced t = run_traced("kv-copy",
+                            {"KVREMAP_MODE=defer", touches, "KVREMAP_CHUNK_BYTES=8MiB", "KVREMAP_SCRATCH_BYTES=2MiB",
+                             std::string("KVREMAP_KV_ONE_HANDLE=") + (one ? "1" : "0")});
       EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
       EXPECT_NE(t.run.out.find(std::string("one handle behind the tensor: ") + (one ? "1" : "0")), std::string::npos)
           << t.run.out;
@@ -838,7 +855,7 @@ TEST(Interposer, EachDeviceHasItsOwnArenaDeferralAndCommit) {
   EXPECT_EQ(profile_paths[0].size(), 1u);
   EXPECT_EQ(profile_paths[1].size(), 1u);
   EXPECT_NE(*profile_paths[0].begin(), *profile_paths[1].begin());
-  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred",      "kv commit plan",
+  const std::vector<std::string> expected = {"kv arena reserved", "kv deferred",        "kv commit plan",
                                              "kv committed",      "kv profile written", "kv serving peaks",
                                              "kv profile written"};
   EXPECT_EQ(kv_events[0], expected);

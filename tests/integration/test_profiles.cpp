@@ -23,12 +23,12 @@
 
 namespace fs = std::filesystem;
 using kvremap::testing::kill_at_trace_bytes;
-using kvremap::testing::repetitions;
-using kvremap::testing::trace_bytes;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
+using kvremap::testing::repetitions;
 using kvremap::testing::run_program;
 using kvremap::testing::RunResult;
+using kvremap::testing::trace_bytes;
 using kvremap::testing::trace_files;
 
 namespace {
@@ -275,8 +275,8 @@ std::uint64_t oracle_kv(const Start& first, std::size_t process = 0) {
 }
 
 std::vector<std::string> sglang_argv(const std::string& fraction) {
-  return {link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO, "--engine", "sglang", "--mem-fraction-static",
-          fraction};
+  return {link_as(VLLM_LIKE, "sglang"), "serve", "--scenario", SEED_SCENARIO, "--engine", "sglang",
+          "--mem-fraction-static",      fraction};
 }
 
 std::vector<std::string> vllm_argv(const std::string& utilization) {
@@ -327,8 +327,9 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
   const auto* adjusted = second.event("kv sizing adjusted");
   ASSERT_NE(adjusted, nullptr) << second.run.err;
   EXPECT_GE(adjusted->args.at("shift_bytes").get<std::int64_t>(), static_cast<std::int64_t>(deficit));
-  EXPECT_EQ(adjusted->args.at("driver_free").get<std::uint64_t>() - adjusted->args.at("reported_free").get<std::uint64_t>(),
-            adjusted->args.at("shift_bytes").get<std::uint64_t>());
+  EXPECT_EQ(
+      adjusted->args.at("driver_free").get<std::uint64_t>() - adjusted->args.at("reported_free").get<std::uint64_t>(),
+      adjusted->args.at("shift_bytes").get<std::uint64_t>());
   EXPECT_EQ(second.traces[0].checkpoints.at(adjusted->args.at("query_index").get<std::size_t>()).returned_free,
             adjusted->args.at("reported_free").get<std::uint64_t>());
   EXPECT_EQ(second.traces[0].checkpoints.at(0).returned_free, second.traces[0].checkpoints.at(0).driver_free)
@@ -353,8 +354,8 @@ TEST(LearnedSizing, AOneAllocationKvCacheStartsAndTheSecondStartFits) {
   for (std::vector<std::string>* argv : {&vllm, &sglang}) {
     argv->insert(argv->end(), {"--kv-layout", "one-allocation"});
     SCOPED_TRACE((*argv)[0]);
-    const RunResult stock = run_program(*argv, kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO),
-                                        {"LD_PRELOAD"}, 120);
+    const RunResult stock =
+        run_program(*argv, kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO), {"LD_PRELOAD"}, 120);
     EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory: " << stock.out << stock.err;
     const std::string profiles = make_temp_dir();
     const Start first = start(*argv, profiles);
@@ -477,8 +478,7 @@ TEST(LearnedSizing, TheAllocatorConfigurationIsPartOfTheKey) {
   ASSERT_EQ(unrelated.run.exit_code, 0) << unrelated.run.err;
   EXPECT_NE(unrelated.event("kv sizing adjusted"), nullptr) << "the same key: sized from the profile";
   EXPECT_EQ(contents(profiles).profiles.size(), 1u);
-  const Start expandable =
-      start(vllm_argv("0.95"), profiles, {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
+  const Start expandable = start(vllm_argv("0.95"), profiles, {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"});
   ASSERT_EQ(expandable.run.exit_code, 0) << expandable.run.err;
   EXPECT_EQ(expandable.event("kv sizing adjusted"), nullptr) << "another key: not sized from the first profile";
   const DirContents after = contents(profiles);
@@ -491,6 +491,47 @@ TEST(LearnedSizing, TheAllocatorConfigurationIsPartOfTheKey) {
       ++with_env;
   }
   EXPECT_EQ(with_env, 1u);
+}
+
+// The engine's build is part of the key: the same command line over another build of its native extension
+// (another build id, the same install layout) is another start, while the same build moved to another
+// prefix is the same one. Flags in a `--config` file count as flags on the line do.
+TEST(LearnedSizing, TheEngineBuildAndItsConfigFileArePartOfTheKey) {
+  const std::string profiles = make_temp_dir();
+  const std::string a = FAKE_VLLM_EXTENSION_A, b = FAKE_VLLM_EXTENSION_B;
+  const Start first = start(vllm_argv("0.95"), profiles, {"VLLM_LIKE_EXTENSIONS=" + a});
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_EQ(contents(profiles).profiles.size(), 1u);
+  const auto key = read_back(contents(profiles).profiles[0]);
+  ASSERT_TRUE(key.profile) << key.problem;
+  EXPECT_NE(key.profile->key.find("; software: \"vllm/_C.abi3.so 0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a\""), std::string::npos)
+      << key.profile->key;
+  // The same build under another prefix.
+  const std::string moved = make_temp_dir() + "/venv/lib/python3.12/site-packages/vllm";
+  fs::create_directories(moved);
+  fs::copy_file(a, moved + "/_C.abi3.so");
+  const Start again = start(vllm_argv("0.95"), profiles, {"VLLM_LIKE_EXTENSIONS=" + moved + "/_C.abi3.so"});
+  ASSERT_EQ(again.run.exit_code, 0) << again.run.err;
+  EXPECT_NE(again.event("kv sizing adjusted"), nullptr) << "the same build: sized from the profile";
+  EXPECT_EQ(contents(profiles).profiles.size(), 1u);
+  const Start other = start(vllm_argv("0.95"), profiles, {"VLLM_LIKE_EXTENSIONS=" + b});
+  ASSERT_EQ(other.run.exit_code, 0) << other.run.err;
+  EXPECT_EQ(other.event("kv sizing adjusted"), nullptr) << "another build: not sized from the first profile";
+  EXPECT_EQ(contents(profiles).profiles.size(), 2u);
+
+  // vLLM reads flags from --config (utils/argparse_utils.py:477): another file content, another key.
+  const std::string config = make_temp_dir() + "/engine.yaml";
+  std::ofstream(config) << "max-num-seqs: 256\n";
+  // Flags kvremap cannot read mean no graphs expected: a share where stock starts.
+  std::vector<std::string> with_config = vllm_argv("0.8");
+  with_config.insert(with_config.end(), {"--config", config});
+  ASSERT_EQ(start(with_config, profiles).run.exit_code, 0);
+  ASSERT_EQ(contents(profiles).profiles.size(), 3u);
+  ASSERT_EQ(start(with_config, profiles).run.exit_code, 0);
+  EXPECT_EQ(contents(profiles).profiles.size(), 3u) << "the same file: the same key";
+  std::ofstream(config) << "max-num-seqs: 1024\n";
+  ASSERT_EQ(start(with_config, profiles).run.exit_code, 0);
+  EXPECT_EQ(contents(profiles).profiles.size(), 4u) << "the file changed: another key";
 }
 
 TEST(LearnedSizing, FitGrowsTheKvCacheIntoTheMeasuredSurplus) {
@@ -536,8 +577,9 @@ TEST(LearnedSizing, TheSecondSglangStartFitsOnTheDevice) {
   const Start second = start(sglang_argv("0.9"), profiles);
   expect_fits_on_device(second, oracle_kv(first));
   ASSERT_NE(second.event("kv sizing adjusted"), nullptr);
-  EXPECT_EQ(second.event("kv committed")->args.at("same_start_flags").get<std::string>().rfind("--mem-fraction-static 0.", 0),
-            0u);
+  EXPECT_EQ(
+      second.event("kv committed")->args.at("same_start_flags").get<std::string>().rfind("--mem-fraction-static 0.", 0),
+      0u);
 }
 
 // Two ranks, each its own process and profile: both second starts fit.
@@ -555,8 +597,10 @@ TEST(LearnedSizing, EveryRankOfAMultiRankLaunchIsSizedFromItsOwnProfile) {
     EXPECT_GT(first.u("kv committed", "host_bytes", rank), 0u);
     expect_fits_on_device(second, oracle_kv(first, rank), rank);
     ASSERT_NE(second.event("kv sizing adjusted", rank), nullptr);
-    EXPECT_NE(second.event("kv sizing adjusted", rank)->args.at("profile").get<std::string>().find(
-                  "-rank" + std::to_string(rank) + ".json"),
+    EXPECT_NE(second.event("kv sizing adjusted", rank)
+                  ->args.at("profile")
+                  .get<std::string>()
+                  .find("-rank" + std::to_string(rank) + ".json"),
               std::string::npos);
   }
 }
@@ -596,7 +640,8 @@ TEST(LearnedSizing, AStaleProfileIsUpdatedByTheStartItMisjudged) {
   ASSERT_EQ(second.u("kv committed", "host_bytes"), 0u);
 
   // Autotuning now keeps 1 GiB more resident: the same command line, a larger post-KV need.
-  const std::string grown = std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  const std::string grown =
+      std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
   ASSERT_NE(grown, seed.text);
   seed.write(grown);
   const Start stale = start(argv, profiles);
@@ -801,9 +846,7 @@ void expect_directory_refused(const Reference& ref, const std::string& profiles,
 }
 
 // The reference's profile, as a second start would find it, planted in `profiles`.
-void plant(const Reference& ref, const std::string& profiles) {
-  std::ofstream(profiles + "/" + ref.name) << ref.text;
-}
+void plant(const Reference& ref, const std::string& profiles) { std::ofstream(profiles + "/" + ref.name) << ref.text; }
 
 }  // namespace
 
@@ -851,11 +894,11 @@ TEST(ProfileTrust, OutOfRangeProfilesAreIgnoredWithOneLine) {
   const Reference ref = reference_profile();
   ASSERT_FALSE(ref.name.empty());
   const nlohmann::json good = nlohmann::json::parse(ref.text);
-  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"sizing_shift_bytes", std::int64_t{1} << 61},
-           {"serving_peak_bytes", std::uint64_t{100} << 30},
-           {"memory_share", 0.0001},
-           {"margin_bytes", -(std::int64_t{20} << 30)}}) {
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"sizing_shift_bytes", std::int64_t{1} << 61},
+                                                           {"serving_peak_bytes", std::uint64_t{100} << 30},
+                                                           {"memory_share", 0.0001},
+                                                           {"margin_bytes", -(std::int64_t{20} << 30)}}) {
     SCOPED_TRACE(field);
     const std::string profiles = make_temp_dir();
     nlohmann::json planted = good;
@@ -904,7 +947,8 @@ TEST(ProfileTrust, AStartThatDiedBeforeItsCommitMarksItsProfile) {
   const Start next = start(argv, profiles);
   EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
   EXPECT_EQ(next.event("kv sizing adjusted"), nullptr) << "not sized from the profile again";
-  EXPECT_EQ(lines_with(next.run.err, "profile " + profile + " not used for sizing: a start it sized never reached its commit"),
+  EXPECT_EQ(lines_with(next.run.err,
+                       "profile " + profile + " not used for sizing: a start it sized never reached its commit"),
             1u)
       << next.run.err;
   ASSERT_NE(next.event("kv sizing unchanged"), nullptr);
@@ -933,7 +977,8 @@ TEST(ProfileTrust, AFailStopRewritesTheProfileSoTheSameCommandFitsNextTime) {
   const auto before = read_back(profile);
   ASSERT_TRUE(before.profile) << before.problem;
 
-  const std::string grown = std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
+  const std::string grown =
+      std::regex_replace(seed.text, std::regex(R"("resident": "0.7GiB")"), R"("resident": "1.7GiB")");
   ASSERT_NE(grown, seed.text);
   seed.write(grown);
   const Start failed = start(argv, profiles, {"KVREMAP_DEFICIT=fail"});
@@ -941,8 +986,9 @@ TEST(ProfileTrust, AFailStopRewritesTheProfileSoTheSameCommandFitsNextTime) {
   ASSERT_NE(failed.event("kv sizing adjusted"), nullptr) << "the profile sized it";
   EXPECT_EQ(failed.event("kv committed"), nullptr);
   ASSERT_NE(failed.event("kv profile written"), nullptr);
-  EXPECT_EQ(lines_with(failed.run.err, "; this start's profile is written, so the same command started again is "
-                                       "sized from it"),
+  EXPECT_EQ(lines_with(failed.run.err,
+                       "; this start's profile is written, so the same command started again is "
+                       "sized from it"),
             1u)
       << failed.run.err;
   EXPECT_FALSE(fs::exists(profile + ".unconfirmed")) << "a written profile is confirmed";

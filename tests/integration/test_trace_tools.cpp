@@ -124,9 +124,9 @@ std::string format_bytes(std::uint64_t bytes) {
 // without the library.
 Start start_sglang(const std::string& fraction, const std::string& mode) {
   const std::string traces = make_temp_dir();
-  const std::vector<std::string> argv = {link_as(VLLM_LIKE, "sglang"), "--scenario", SEED_SCENARIO,
-                                         "--engine",                    "sglang",     "--mem-fraction-static",
-                                         fraction};
+  const std::vector<std::string> argv = {
+      link_as(VLLM_LIKE, "sglang"), "serve", "--scenario", SEED_SCENARIO, "--engine", "sglang",
+      "--mem-fraction-static",      fraction};
   std::vector<std::string> env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO, 1);
   if (mode != "stock")
     env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=" + mode, "KVREMAP_TRACE_DIR=" + traces,
@@ -420,12 +420,13 @@ TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
   // The hover read-out: the pointer at the right end of the first panel, after the commit, reads the
   // KV cache's device share that report --json gives.
   const std::string hover = dir + "/hover.html";
-  std::ofstream(hover) << "<!DOCTYPE html><html><body><iframe id=f src=\"plot.html\" width=1200 height=900></iframe>"
-                          "<pre id=r>no read-out</pre><script>window.addEventListener('load',function(){"
-                          "var d=document.getElementById('f').contentDocument;var s=d.querySelector('svg.panel');"
-                          "var b=s.getBoundingClientRect();s.dispatchEvent(new MouseEvent('mousemove',{clientX:"
-                          "b.left+b.width*0.995,clientY:b.top+b.height/2,bubbles:true}));document.getElementById('r')"
-                          ".textContent='read-out: '+d.getElementById('readout-0').textContent;});</script></body></html>";
+  std::ofstream(hover)
+      << "<!DOCTYPE html><html><body><iframe id=f src=\"plot.html\" width=1200 height=900></iframe>"
+         "<pre id=r>no read-out</pre><script>window.addEventListener('load',function(){"
+         "var d=document.getElementById('f').contentDocument;var s=d.querySelector('svg.panel');"
+         "var b=s.getBoundingClientRect();s.dispatchEvent(new MouseEvent('mousemove',{clientX:"
+         "b.left+b.width*0.995,clientY:b.top+b.height/2,bubbles:true}));document.getElementById('r')"
+         ".textContent='read-out: '+d.getElementById('readout-0').textContent;});</script></body></html>";
   const RunResult hovered =
       chromium("file://" + hover, {"--allow-file-access-from-files", "--virtual-time-budget=5000", "--dump-dom"});
   ASSERT_EQ(hovered.exit_code, 0) << hovered.err;
@@ -491,8 +492,8 @@ TEST(TraceTools, WhatIfReplaysAnSglangStartAtOtherFractions) {
   EXPECT_EQ(std::count(wrong.err.begin(), wrong.err.end(), '\n'), 1) << wrong.err;
   const RunResult neither = cli({"what-if", traced.traces[0]});
   EXPECT_EQ(neither.exit_code, 2) << neither.err;
-  const RunResult both = cli({"what-if", traced.traces[0], "--gpu-memory-utilization", "0.8", "--mem-fraction-static",
-                              "0.8"});
+  const RunResult both =
+      cli({"what-if", traced.traces[0], "--gpu-memory-utilization", "0.8", "--mem-fraction-static", "0.8"});
   EXPECT_EQ(both.exit_code, 2) << both.err;
 }
 
@@ -509,8 +510,8 @@ TEST(TraceTools, ReportAndPlotShowTheOutOfMemorySnapshot) {
   ASSERT_FALSE(recorded.is_null());
   const json shown = report_json({s.traces[0]})[0]["devices"][0]["oom_snapshots"];
   ASSERT_EQ(shown.size(), 1u) << shown.dump();
-  for (const char* key : {"phase", "api", "requested_bytes", "device_free_bytes", "live_total_bytes", "top_callers",
-                          "other_bytes"})
+  for (const char* key :
+       {"phase", "api", "requested_bytes", "device_free_bytes", "live_total_bytes", "top_callers", "other_bytes"})
     EXPECT_EQ(shown[0][key], recorded[key]) << key;
   const RunResult text = cli({"report", s.traces[0]});
   EXPECT_EQ(text.exit_code, 0) << text.err;

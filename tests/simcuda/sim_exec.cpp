@@ -113,8 +113,14 @@ std::size_t ptx_type_size(const std::string& type) {
   return 0;
 }
 
+struct ParsedEntry {
+  std::string name;
+  std::vector<std::size_t> sizes;
+  std::vector<std::size_t> offsets;  // each parameter at its alignment (`.align N`, else its type's size)
+};
+
 struct ParsedModule {
-  std::vector<std::pair<std::string, std::vector<std::size_t>>> entries;
+  std::vector<ParsedEntry> entries;
   std::optional<std::uint64_t> bytes;
 };
 
@@ -123,18 +129,26 @@ bool parse_ptx(const char* image, ParsedModule& out) {
   const std::string text(image, strnlen(image, 64u << 20));
   if (text.find(".entry") == std::string::npos) return false;
   static const std::regex entry_re(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\))");
-  static const std::regex param_re(R"(\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+[\w$]+(?:\[(\d+)\])?)");
+  static const std::regex param_re(R"(\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+[\w$]+(?:\[(\d+)\])?)");
   static const std::regex bytes_re(R"(//\s*simcuda-module-bytes:\s*(\S+))");
   for (std::sregex_iterator it(text.begin(), text.end(), entry_re), end; it != end; ++it) {
-    std::vector<std::size_t> sizes;
+    ParsedEntry entry;
+    entry.name = (*it)[1];
     const std::string params = (*it)[2];
+    std::size_t next = 0;
     for (std::sregex_iterator p(params.begin(), params.end(), param_re); p != end; ++p) {
-      std::size_t size = ptx_type_size((*p)[1]);
-      if (size == 0) return false;
-      if ((*p)[2].matched) size *= static_cast<std::size_t>(std::stoul((*p)[2]));
-      sizes.push_back(size);
+      const std::size_t element = ptx_type_size((*p)[2]);
+      if (element == 0) return false;
+      const std::size_t align = (*p)[1].matched ? static_cast<std::size_t>(std::stoul((*p)[1])) : element;
+      if (align == 0 || (align & (align - 1)) != 0) return false;
+      std::size_t size = element;
+      if ((*p)[3].matched) size *= static_cast<std::size_t>(std::stoul((*p)[3]));
+      next = (next + align - 1) / align * align;
+      entry.offsets.push_back(next);
+      entry.sizes.push_back(size);
+      next += size;
     }
-    out.entries.emplace_back((*it)[1], std::move(sizes));
+    out.entries.push_back(std::move(entry));
   }
   std::smatch m;
   if (std::regex_search(text, m, bytes_re)) {
@@ -162,10 +176,11 @@ CUresult load_module(Module** out, const void* image, bool library) {
   m->device = device;
   m->charged = charge;
   m->library = library;
-  for (auto& [name, sizes] : parsed.entries) {
+  for (ParsedEntry& entry : parsed.entries) {
     auto f = std::make_unique<Function>();
-    f->name = name;
-    f->param_sizes = sizes;
+    f->name = std::move(entry.name);
+    f->param_sizes = std::move(entry.sizes);
+    f->param_offsets = std::move(entry.offsets);
     f->module = m;
     s.functions.insert(f.get());
     m->functions.push_back(std::move(f));
@@ -746,6 +761,48 @@ SIM_EXPORT CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
   if (!s.functions.count(f)) return CUDA_ERROR_INVALID_HANDLE;
   *function = reinterpret_cast<CUfunction>(f);  // a kernel and its function are one object here
   return CUDA_SUCCESS;
+}
+
+// A kernel and its function are one object here, so both families answer from the same record.
+static CUresult param_info(const void* handle, std::size_t index, std::size_t* offset, std::size_t* size) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  auto* f = static_cast<Function*>(const_cast<void*>(handle));
+  if (!s.functions.count(f) || !offset || index >= f->param_sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = f->param_offsets[index];
+  if (size) *size = f->param_sizes[index];
+  return CUDA_SUCCESS;
+}
+
+static CUresult function_name(const char** name, const void* handle) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  auto* f = static_cast<Function*>(const_cast<void*>(handle));
+  if (!name || !s.functions.count(f)) return CUDA_ERROR_INVALID_VALUE;
+  *name = f->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t* offset, size_t* size) {
+  SIM_ENTER("cuFuncGetParamInfo");
+  return param_info(func, index, offset, size);
+}
+
+SIM_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
+  SIM_ENTER("cuKernelGetParamInfo");
+  return param_info(kernel, index, offset, size);
+}
+
+SIM_EXPORT CUresult cuFuncGetName(const char** name, CUfunction func) {
+  SIM_ENTER("cuFuncGetName");
+  return function_name(name, func);
+}
+
+SIM_EXPORT CUresult cuKernelGetName(const char** name, CUkernel kernel) {
+  SIM_ENTER("cuKernelGetName");
+  return function_name(name, kernel);
 }
 
 SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim_state.h"
+#include "simcuda.h"
 
 namespace simcuda {
 namespace {
@@ -458,6 +459,11 @@ void destroy_all_memory(State& s) {
 using namespace simcuda;
 
 // ---- cuMemAlloc family ----
+
+SIM_EXPORT int simcuda_fill_device(unsigned long long dst, unsigned char value, unsigned long long bytes) {
+  simcuda::fill(dst, value, bytes);
+  return 0;
+}
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   SIM_ENTER("cuMemAlloc_v2");
@@ -1121,8 +1127,12 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) 
   // allocation, but no other process can open it.
   if (a.backed && !share_allocation(a)) return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(handle->reserved, 0, sizeof handle->reserved);
-  const IpcFields f{kIpcMagic, static_cast<std::uint64_t>(getpid()), a.buffer_id,
-                    static_cast<std::uint64_t>(a.ipc_fd < 0 ? 0 : a.ipc_fd), a.backed ? a.mapped : 0, a.size};
+  const IpcFields f{kIpcMagic,
+                    static_cast<std::uint64_t>(getpid()),
+                    a.buffer_id,
+                    static_cast<std::uint64_t>(a.ipc_fd < 0 ? 0 : a.ipc_fd),
+                    a.backed ? a.mapped : 0,
+                    a.size};
   std::memcpy(handle->reserved, &f, sizeof f);
   return CUDA_SUCCESS;
   SIM_GUARDED_END

@@ -145,6 +145,10 @@ const Table& table() {
     add("cuLibraryGetKernel", 12000, address(cuLibraryGetKernel));
     add("cuLibraryUnload", 12000, address(cuLibraryUnload));
     add("cuKernelGetFunction", 12000, address(cuKernelGetFunction));
+    add("cuFuncGetParamInfo", 12040, address(cuFuncGetParamInfo));
+    add("cuKernelGetParamInfo", 12040, address(cuKernelGetParamInfo));
+    add("cuFuncGetName", 12030, address(cuFuncGetName));
+    add("cuKernelGetName", 12030, address(cuKernelGetName));
     add("cuLaunchKernel", 4000, address(cuLaunchKernel), address(cuLaunchKernel_ptsz));
     add("cuLaunchKernelEx", 11060, address(cuLaunchKernelEx), address(cuLaunchKernelEx_ptsz));
     // Everything else cuda.h declares, with the ABIs cudaTypedefs.h lists (generated); the entries

@@ -29,15 +29,15 @@ struct Work {
   std::uint64_t src = 0;
   std::uint64_t bytes = 0;
   unsigned char value = 0;
-  unsigned element = 1;        // memset element size: 1 (D8), 2 (D16) or 4 (D32)
-  std::uint32_t pattern = 0;   // the D16/D32 value
+  unsigned element = 1;       // memset element size: 1 (D8), 2 (D16) or 4 (D32)
+  std::uint32_t pattern = 0;  // the D16/D32 value
 };
 
 struct Context {
   int device = 0;
   int retains = 0;
-  std::uint64_t charged = 0;  // SIMCUDA_CONTEXT_BYTES while retained
-  unsigned flags = 0;         // cuDevicePrimaryCtxSetFlags (scheduling, LMEM_RESIZE_TO_MAX, ...)
+  std::uint64_t charged = 0;      // SIMCUDA_CONTEXT_BYTES while retained
+  unsigned flags = 0;             // cuDevicePrimaryCtxSetFlags (scheduling, LMEM_RESIZE_TO_MAX, ...)
   std::unordered_set<int> peers;  // devices cuCtxEnablePeerAccess enabled
 };
 
@@ -47,7 +47,7 @@ struct Context {
 struct Pool {
   int device = 0;
   bool is_default = false;
-  bool destroyed = false;  // cuMemPoolDestroy with allocations outstanding: goes with the last one
+  bool destroyed = false;      // cuMemPoolDestroy with allocations outstanding: goes with the last one
   std::uint64_t max_size = 0;  // 0: no limit but the device's
   std::uint64_t used = 0;      // bytes of live allocations (granularity-rounded)
   std::uint64_t idle = 0;      // freed bytes still charged to the device
@@ -69,9 +69,9 @@ struct Allocation {
   Pool* pool = nullptr;         // the pool a stream-ordered allocation came from
   bool backed = true;           // false: an address of the unbacked range (SIMCUDA_HOST_BACKING=0)
   std::uint64_t buffer_id = 0;
-  int ipc_fd = -1;              // exported with cuIpcGetMemHandle: now a MAP_SHARED memfd another process can map
-  bool ipc_opened = false;      // cuIpcOpenMemHandle's mapping of another process's memory (never charged here)
-  int ipc_opens = 0;            // how many cuIpcOpenMemHandle calls hold it
+  int ipc_fd = -1;          // exported with cuIpcGetMemHandle: now a MAP_SHARED memfd another process can map
+  bool ipc_opened = false;  // cuIpcOpenMemHandle's mapping of another process's memory (never charged here)
+  int ipc_opens = 0;        // how many cuIpcOpenMemHandle calls hold it
   std::uint64_t ipc_key_pid = 0;
   std::uint64_t ipc_key_buffer = 0;
 };
@@ -165,7 +165,8 @@ struct Module {
 struct Function {
   std::string name;
   std::vector<std::size_t> param_sizes;
-  void (*host)(void**) = nullptr;  // simcuda_kernel_<name>, resolved at first lookup
+  std::vector<std::size_t> param_offsets;  // each parameter's place in the device-side layout (cuFuncGetParamInfo)
+  void (*host)(void**) = nullptr;          // simcuda_kernel_<name>, resolved at first lookup
   Module* module = nullptr;
 };
 

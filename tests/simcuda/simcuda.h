@@ -48,6 +48,11 @@ int simcuda_proc_address_query(size_t index, char* symbol, size_t symbol_len, in
 int simcuda_mark_serving(void);
 int simcuda_serving_marked(void);
 
+/* Sets `bytes` bytes of simulated device memory at `dst` to `value`, as a kernel's host implementation
+ * writes them (no stream, no oracle: the kernel launch was checked). A zero fill of a large range
+ * releases its pages instead of touching them, as cuMemsetD8 does. Returns 0. */
+int simcuda_fill_device(unsigned long long dst, unsigned char value, unsigned long long bytes);
+
 /* The SIMCUDA_* settings as a Markdown table (name, default, meaning): the single source of
  * docs/simulator.md's knob table. Static storage. */
 const char* simcuda_settings_markdown(void);

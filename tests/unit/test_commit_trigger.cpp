@@ -18,10 +18,12 @@ constexpr std::uint64_t kForward = 0x5200;  // SGLang's overlap-scheduler forwar
 // One step of an engine's sequence after the KV burst, as the interposer reports it.
 struct Step {
   enum Kind { launch, graph_launch, capture_begin, capture_end, kv_access };
-  Step(Kind k, std::uint64_t s = kMain, std::string w = "") : kind(k), stream(s), what(std::move(w)) {}
+  Step(Kind k, std::uint64_t s = kMain, std::string w = "", KvReach r = KvReach::none)
+      : kind(k), stream(s), what(std::move(w)), reach(r) {}
   Kind kind;
   std::uint64_t stream;
   std::string what;  // the engine's own name for the step, for failure messages
+  KvReach reach;     // what a launch's parameters reach
 };
 
 // Feeds `steps` after arming; returns the index of the step that committed (-1: none) and its reason.
@@ -32,7 +34,7 @@ std::pair<int, CommitReason> run(TriggerConfig config, const std::vector<Step>& 
     CommitReason r = CommitReason::none;
     switch (steps[i].kind) {
       case Step::launch:
-        r = t.on_kernel_launch(steps[i].stream);
+        r = t.on_kernel_launch(steps[i].stream, steps[i].reach);
         break;
       case Step::graph_launch:
         r = t.on_graph_launch();
@@ -77,6 +79,7 @@ std::vector<Step> vllm_graph_start_up(bool piecewise = false) {
 
 constexpr TriggerConfig kGraphEngine{TriggerMode::automatic, true};
 constexpr TriggerConfig kEagerEngine{TriggerMode::automatic, false};
+constexpr TriggerConfig kGraphServer{TriggerMode::automatic, true, true};
 
 }  // namespace
 
@@ -135,8 +138,10 @@ TEST(CommitTrigger, GraphLaunchesAndKvAccessCommitInEveryMode) {
 }
 
 TEST(CommitTrigger, NothingCommitsWhileACaptureIsOpen) {
-  std::vector<Step> s = {{Step::capture_begin, kCapture}, {Step::launch, kMain, "launch on another stream"},
-                         {Step::graph_launch}, {Step::kv_access}};
+  std::vector<Step> s = {{Step::capture_begin, kCapture},
+                         {Step::launch, kMain, "launch on another stream"},
+                         {Step::graph_launch},
+                         {Step::kv_access}};
   for (TriggerConfig c : {kGraphEngine, kEagerEngine, TriggerConfig{TriggerMode::first_launch, true}})
     EXPECT_EQ(run(c, s).first, -1);
   s.push_back({Step::capture_end, kCapture});
@@ -153,7 +158,7 @@ TEST(CommitTrigger, ManualModeWaitsForTheEngineButNotForAReplay) {
   CommitTrigger t({TriggerMode::manual, false});
   EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "not armed yet";
   t.arm();
-  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none);
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none);
   t.capture_began(kCapture);
   EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "a capture is open";
   t.capture_ended(kCapture);
@@ -165,7 +170,7 @@ TEST(CommitTrigger, ManualModeWaitsForTheEngineButNotForAReplay) {
 
 TEST(CommitTrigger, NothingBeforeTheBurstIsOver) {
   CommitTrigger t(kEagerEngine);
-  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none);
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none);
   EXPECT_EQ(t.on_graph_launch(), CommitReason::none);
   EXPECT_EQ(t.on_kv_access(), CommitReason::none);
 }
@@ -177,8 +182,8 @@ TEST(CommitTrigger, StreamsBeyondTheTableAreServingStreams) {
     t.capture_began(s);
     t.capture_ended(s);
   }
-  EXPECT_EQ(t.on_kernel_launch(3), CommitReason::none) << "a capture stream";
-  EXPECT_EQ(t.on_kernel_launch(39), CommitReason::launch_off_capture_streams) << "never recorded";
+  EXPECT_EQ(t.on_kernel_launch(3, KvReach::none), CommitReason::none) << "a capture stream";
+  EXPECT_EQ(t.on_kernel_launch(39, KvReach::none), CommitReason::launch_off_capture_streams) << "never recorded";
 }
 
 // vLLM's graph-memory estimate captures on a side stream while profiling, before the KV burst; the
@@ -189,7 +194,7 @@ TEST(CommitTrigger, CapturesBeforeTheBurstDoNotCount) {
   t.capture_ended(kForward);
   t.arm();
   EXPECT_FALSE(t.captured());
-  EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "autotune after the burst";
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "autotune after the burst";
 }
 
 // vLLM when its attention backend cannot capture and attention is not compiled piecewise: it sets
@@ -202,17 +207,75 @@ TEST(CommitTrigger, TheServingPortOpeningEndsEveryStartUpWindow) {
     SCOPED_TRACE(to_string(mode));
     CommitTrigger t({mode, true});
     t.arm();
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "compile warm-up";
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "compile warm-up";
     t.serving_started();
     t.capture_began(kCapture);
-    EXPECT_EQ(t.on_kernel_launch(kMain), CommitReason::none) << "a capture is open";
+    EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "a capture is open";
     t.capture_ended(kCapture);
-    EXPECT_EQ(t.on_kernel_launch(kCapture), CommitReason::serving_port_open) << "even on a capture stream";
+    EXPECT_EQ(t.on_kernel_launch(kCapture, KvReach::none), CommitReason::serving_port_open)
+        << "even on a capture stream";
   }
   CommitTrigger waiting({TriggerMode::automatic, true});
   waiting.serving_started();
-  EXPECT_EQ(waiting.on_kernel_launch(kMain), CommitReason::none) << "nothing deferred yet";
+  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "nothing deferred yet";
   waiting.arm();
-  EXPECT_EQ(waiting.on_kernel_launch(kMain), CommitReason::serving_port_open);
+  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none), CommitReason::serving_port_open);
   EXPECT_EQ(to_string(CommitReason::serving_port_open), "kernel launch after the serving port opened");
+}
+
+// An offline engine (no serving port) whose flags say graphs but which captures nothing (vLLM sets
+// cudagraph_mode NONE itself when its attention backend cannot capture, config/compilation.py:1433-1438):
+// compile warm-ups and autotuning skip attention and stay deferred; its first forward's attention kernel
+// takes the KV cache's address and commits before it runs.
+TEST(CommitTrigger, AnOfflineEngineThatCapturesNothingCommitsAtItsFirstKernelReachingKv) {
+  std::vector<Step> s;
+  for (int i = 0; i < 6; ++i) s.push_back({Step::launch, kMain, "compile-size warm-up / autotune"});
+  const int attention = static_cast<int>(s.size());
+  s.push_back({Step::launch, kMain, "first forward's attention", KvReach::kv});
+  s.push_back({Step::launch, kMain, "the next kernel"});
+  EXPECT_EQ(run(kGraphEngine, s), std::make_pair(attention, CommitReason::kv_launch_before_capture));
+  // A kernel the driver cannot describe might be that attention kernel.
+  s[static_cast<std::size_t>(attention)].reach = KvReach::unknown;
+  EXPECT_EQ(run(kGraphEngine, s), std::make_pair(attention, CommitReason::kv_launch_before_capture));
+}
+
+// A server keeps its start-up launches that reach KV before the first capture deferred (vLLM's 16-token
+// FlashInfer attention warm-up, model_executor/warmup/kernel_warmup.py; SGLang's eager warm-up): its port's
+// opening commits before any request, in every case.
+TEST(CommitTrigger, AServerKeepsItsKvWarmUpBeforeCaptureDeferred) {
+  std::vector<Step> s = {{Step::launch, kMain, "FlashInfer attention warm-up", KvReach::kv},
+                         {Step::launch, kMain, "autotune", KvReach::unknown}};
+  append_capture_loop(s, 3, 2);
+  const int sampler = static_cast<int>(s.size());
+  s.push_back({Step::launch, kMain, "_dummy_sampler_run"});
+  EXPECT_EQ(run(kGraphServer, s), std::make_pair(sampler, CommitReason::launch_off_capture_streams));
+  CommitTrigger t(kGraphServer);
+  t.arm();
+  EXPECT_FALSE(t.needs_kernel_reach()) << "a server's launches need not be read";
+}
+
+// Once a capture ran, the capture streams' warm-ups reach KV (FULL graphs hold attention) without
+// committing, with or without a port; the reach is read only before the first capture.
+TEST(CommitTrigger, KvReachMattersOnlyBeforeTheFirstCaptureOfAnEngineWithoutAPort) {
+  std::vector<Step> s;
+  append_capture_loop(s, 1, 0);
+  s.push_back({Step::launch, kCapture, "FULL warm-up with attention", KvReach::kv});
+  EXPECT_EQ(run(kGraphEngine, s).first, -1);
+  CommitTrigger t(kGraphEngine);
+  EXPECT_FALSE(t.needs_kernel_reach()) << "not armed";
+  t.arm();
+  EXPECT_TRUE(t.needs_kernel_reach());
+  t.capture_began(kCapture);
+  EXPECT_FALSE(t.needs_kernel_reach()) << "a capture is open";
+  t.capture_ended(kCapture);
+  EXPECT_FALSE(t.needs_kernel_reach()) << "a capture ran";
+  for (TriggerConfig c :
+       {kEagerEngine, TriggerConfig{TriggerMode::first_launch, true}, TriggerConfig{TriggerMode::manual, true}}) {
+    CommitTrigger other(c);
+    other.arm();
+    EXPECT_FALSE(other.needs_kernel_reach()) << to_string(c.mode) << " " << c.graphs_expected;
+  }
+  EXPECT_EQ(run({TriggerMode::manual, true}, {{Step::launch, kMain, "attention", KvReach::kv}}).first, -1)
+      << "manual waits for kvremap_commit()";
 }

@@ -16,11 +16,11 @@ EngineProfile of(std::vector<std::string> argv) { return profile_engine(argv); }
 }  // namespace
 
 TEST(Engine, RecognisesVllmInEveryFormItIsStarted) {
-  for (const auto& argv : std::vector<std::vector<std::string>>{
-           {"/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B"},
-           {"vllm", "serve", "m"},
-           {"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m"},
-           {"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"}}) {
+  for (const auto& argv :
+       std::vector<std::vector<std::string>>{{"/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B"},
+                                             {"vllm", "serve", "m"},
+                                             {"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m"},
+                                             {"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"}}) {
     const EngineProfile p = of(argv);
     EXPECT_EQ(p.kind, EngineKind::vllm) << argv[0];
     EXPECT_TRUE(p.graphs_expected) << argv[0];
@@ -83,6 +83,28 @@ TEST(Engine, ServingPortsOfEachEngine) {
   EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--port", "31000"}).serving_port, 31000);
   EXPECT_EQ(of({"myserver", "--port", "8000"}).serving_port, 0) << "not a recognised engine";
   EXPECT_EQ(of({"VLLM::EngineCore", "", ""}).serving_port, 0) << "a title names no flags";
+  EXPECT_EQ(of({"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"}).serving_port, 8000);
+  EXPECT_EQ(of({"python3", "-m", "vllm.entrypoints.cli.main", "serve", "m", "--port", "9003"}).serving_port, 9003);
+  EXPECT_EQ(of({"sglang", "serve", "--model-path", "m"}).serving_port, 30000);
+}
+
+// Offline start-ups listen on no serving port, whatever --port says: nothing ends their start-up but
+// their own work (commit_trigger.h).
+TEST(Engine, OfflineStartUpsHaveNoServingPort) {
+  for (const std::vector<std::string>& line : std::vector<std::vector<std::string>>{
+           {"vllm", "bench", "throughput", "--model", "m", "--port", "8000"},
+           {"/usr/bin/vllm", "chat"},
+           {"python3", "-m", "sglang.bench_offline_throughput", "--model-path", "m", "--port", "30000"},
+           {"python3", "-m", "sglang.bench_one_batch", "--model-path", "m"}}) {
+    const kvremap::policy::EngineProfile p = of(line);
+    EXPECT_NE(p.kind, kvremap::policy::EngineKind::other) << line[0] << " " << line[1];
+    EXPECT_EQ(p.serving_port, 0) << line[0] << " " << line[1];
+    EXPECT_EQ(p.serving_socket, "") << line[0] << " " << line[1];
+  }
+  const kvremap::policy::EngineProfile script = kvremap::policy::with_kind(
+      std::vector<std::string>{"python3", "offline.py", "--port", "8000"}, kvremap::policy::EngineKind::vllm);
+  EXPECT_TRUE(script.graphs_expected) << "a script named as vLLM by KVREMAP_ENGINE";
+  EXPECT_EQ(script.serving_port, 0) << "but no server";
 }
 
 TEST(Engine, EagerFlagsOfEachEngine) {
@@ -97,8 +119,7 @@ TEST(Engine, EagerFlagsOfEachEngine) {
   EXPECT_EQ(of({"vllm", "serve", "m", "-O0"}).eager_reason, "-O0");
   EXPECT_EQ(of({"vllm", "serve", "m", "-O", "0"}).eager_reason, "-O0");
   EXPECT_TRUE(of({"vllm", "serve", "m", "-O3"}).graphs_expected);
-  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disable-cuda-graph"}).eager_reason,
-            "--disable-cuda-graph");
+  EXPECT_EQ(of({"python3", "-m", "sglang.launch_server", "--disable-cuda-graph"}).eager_reason, "--disable-cuda-graph");
   EXPECT_TRUE(of({"vllm", "serve", "m", "--disable-cuda-graph"}).graphs_expected) << "not a vLLM flag";
 }
 
@@ -172,9 +193,10 @@ TEST(Engine, KindOverrideReadsThatEnginesFlags) {
 }
 
 TEST(Engine, MultiprocessingChildrenAndCmdlineSplitting) {
-  const auto argv = split_cmdline(std::string("python3\0-c\0from multiprocessing.spawn import spawn_main; "
-                                              "spawn_main(tracker_fd=5, pipe_handle=7)\0--multiprocessing-fork\0",
-                                              120));
+  const auto argv =
+      split_cmdline(std::string("python3\0-c\0from multiprocessing.spawn import spawn_main; "
+                                "spawn_main(tracker_fd=5, pipe_handle=7)\0--multiprocessing-fork\0",
+                                120));
   ASSERT_EQ(argv.size(), 4u);
   EXPECT_EQ(argv[3], "--multiprocessing-fork");
   EXPECT_TRUE(is_multiprocessing_child(argv));
@@ -190,7 +212,8 @@ TEST(Engine, ProfileKeyHoldsNoSecret) {
   for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
            {"vllm", "serve", "meta/llama", "--hf-token", "hf_secret1", "--api-key", "sk-secret2"},
            {"/opt/engine", "--model", "m", "--db-password=dbpw3", "--hf_token", "hf_secret1", "--API-KEY=sk-secret2"},
-           {"python3", "-m", "sglang.launch_server", "--model-path", "https://u:urlpw4@host/m", "--api-key", "sk-secret2"},
+           {"python3", "-m", "sglang.launch_server", "--model-path", "https://u:urlpw4@host/m", "--api-key",
+            "sk-secret2"},
            {"/opt/engine", "HF_TOKEN=envtok5", "--client-secret", "sk-secret2"}}) {
     ProfileKey key;
     key.argv = argv;
@@ -209,10 +232,11 @@ TEST(Engine, ProfileKeyHoldsNoSecret) {
 // What setproctitle leaves in /proc/<pid>/cmdline (tested with python3-setproctitle): the title, then
 // the rest of the argument area as NULs.
 TEST(Engine, ProcessTitlesNameTheEngineButNotItsFlags) {
-  for (const auto& [raw, kind] : {std::pair<std::string, EngineKind>{std::string("VLLM::Worker_TP0\0\0\0\0", 20), EngineKind::vllm},
-                                  {std::string("VLLM::EngineCore\0\0", 18), EngineKind::vllm},
-                                  {"VLLM::Worker", EngineKind::vllm},
-                                  {std::string("sglang::scheduler_TP0\0", 22), EngineKind::sglang}}) {
+  for (const auto& [raw, kind] :
+       {std::pair<std::string, EngineKind>{std::string("VLLM::Worker_TP0\0\0\0\0", 20), EngineKind::vllm},
+        {std::string("VLLM::EngineCore\0\0", 18), EngineKind::vllm},
+        {"VLLM::Worker", EngineKind::vllm},
+        {std::string("sglang::scheduler_TP0\0", 22), EngineKind::sglang}}) {
     const std::vector<std::string> argv = split_cmdline(raw);
     SCOPED_TRACE(argv.front());
     ASSERT_EQ(title_kind(argv), kind);

@@ -14,7 +14,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 using namespace kvremap::policy;
 using nlohmann::json;
 
@@ -32,11 +31,21 @@ ProfileKey vllm_key(Args argv) {
   return key;
 }
 
-const Args kVllm = {"/usr/bin/vllm",          "serve", "meta-llama/Llama-3.1-8B", "--tensor-parallel-size", "2",
-                    "--max-model-len",        "8192",  "--port",                  "8000",                   "--host",
-                    "0.0.0.0",                "--gpu-memory-utilization",         "0.9"};
-const Args kSglang = {"python3",      "-m",   "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "2",
-                      "--port",       "30000", "--mem-fraction-static", "0.85",      "--log-level",   "info"};
+const Args kVllm = {"/usr/bin/vllm",
+                    "serve",
+                    "meta-llama/Llama-3.1-8B",
+                    "--tensor-parallel-size",
+                    "2",
+                    "--max-model-len",
+                    "8192",
+                    "--port",
+                    "8000",
+                    "--host",
+                    "0.0.0.0",
+                    "--gpu-memory-utilization",
+                    "0.9"};
+const Args kSglang = {"python3", "-m",    "sglang.launch_server",  "--model-path", "Qwen/Qwen3-8B", "--tp", "2",
+                      "--port",  "30000", "--mem-fraction-static", "0.85",         "--log-level",   "info"};
 
 std::string text_of(const Args& argv) { return key_text(vllm_key(argv)); }
 
@@ -102,10 +111,28 @@ TEST(ProfileKey, SglangFlagsThatDoNotDecideMemoryAreDropped) {
 // Flags that change no memory, some random per launch in scripts (ENGINES-2026.md finding 12), and
 // spellings the engines' parsers take as one.
 TEST(ProfileKey, FrontEndFlagsRandomPortsAndSpellingsKeepTheKey) {
-  EXPECT_EQ(text_of(with(kVllm, {"--chat-template", "t.jinja", "--tool-call-parser", "hermes", "--reasoning-parser",
-                                 "qwen3", "--ssl-keyfile", "k.pem", "--ssl-certfile=c.pem", "--allowed-origins",
-                                 R"(["*"])", "--root-path", "/v1", "--middleware", "m.M", "--max-log-len", "100",
-                                 "--log-config-file", "l.json", "--enable-log-outputs", "--seed", "1234",
+  EXPECT_EQ(text_of(with(kVllm, {"--chat-template",
+                                 "t.jinja",
+                                 "--tool-call-parser",
+                                 "hermes",
+                                 "--reasoning-parser",
+                                 "qwen3",
+                                 "--ssl-keyfile",
+                                 "k.pem",
+                                 "--ssl-certfile=c.pem",
+                                 "--allowed-origins",
+                                 R"(["*"])",
+                                 "--root-path",
+                                 "/v1",
+                                 "--middleware",
+                                 "m.M",
+                                 "--max-log-len",
+                                 "100",
+                                 "--log-config-file",
+                                 "l.json",
+                                 "--enable-log-outputs",
+                                 "--seed",
+                                 "1234",
                                  "--disable-fastapi-docs"})),
             text_of(kVllm));
   EXPECT_EQ(text_of(with(kSglang, {"--nccl-port", "41235", "--dist-init-addr", "10.0.0.1:5000", "--random-seed", "7",
@@ -175,6 +202,53 @@ TEST(ProfileKey, MemoryEnvironmentChangesTheKeyOnlyWhenSet) {
   const auto sglang = memory_environment_variables(EngineKind::sglang);
   EXPECT_NE(std::find(sglang.begin(), sglang.end(), "PYTORCH_CUDA_ALLOC_CONF"), sglang.end());
   EXPECT_TRUE(memory_environment_variables(EngineKind::other).empty());
+}
+
+// The engine's and PyTorch's builds, and the contents of a --config file, are part of the key where known.
+TEST(ProfileKey, SoftwareBuildsAndConfigFileChangeTheKey) {
+  const ProfileKey base = vllm_key(kVllm);
+  EXPECT_EQ(key_text(base).find("software:"), std::string::npos) << "none loaded: the key it always had";
+  ProfileKey built = base;
+  built.software = {"torch/lib/libtorch_cuda.so 1a2b", "vllm/_C.abi3.so 3c4d"};
+  EXPECT_NE(profile_file_name(built), profile_file_name(base));
+  EXPECT_NE(key_text(built).find(R"(; software: "torch/lib/libtorch_cuda.so 1a2b" "vllm/_C.abi3.so 3c4d")"),
+            std::string::npos)
+      << key_text(built);
+  ProfileKey rebuilt = built;
+  rebuilt.software[1] = "vllm/_C.abi3.so 3c4e";
+  EXPECT_NE(key_text(rebuilt), key_text(built));
+  ProfileKey configured = base;
+  configured.config = "engine.yaml fnv1a:0123456789abcdef";
+  EXPECT_NE(key_text(configured).find(R"(; config: "engine.yaml fnv1a:0123456789abcdef")"), std::string::npos)
+      << key_text(configured);
+  ProfileKey edited = configured;
+  edited.config = "engine.yaml fnv1a:0123456789abcdee";
+  EXPECT_NE(profile_file_name(edited), profile_file_name(configured));
+}
+
+// Which loaded modules name the engine's build: its own extensions and PyTorch's CUDA library, by their
+// path inside the package, never a compile cache's output.
+TEST(ProfileKey, EngineModulesAreNamedFromTheirPackage) {
+  EXPECT_EQ(engine_module_label(EngineKind::vllm, "/venv/lib/python3.12/site-packages/vllm/_C.abi3.so"),
+            "vllm/_C.abi3.so");
+  EXPECT_EQ(engine_module_label(EngineKind::vllm, "/opt/x/site-packages/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"),
+            "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so");
+  EXPECT_EQ(engine_module_label(EngineKind::vllm, "/venv/site-packages/torch/lib/libtorch_cuda.so"),
+            "torch/lib/libtorch_cuda.so");
+  EXPECT_EQ(engine_module_label(EngineKind::sglang, "/venv/site-packages/sgl_kernel/sm90/common_ops.abi3.so"),
+            "sgl_kernel/sm90/common_ops.abi3.so");
+  EXPECT_EQ(engine_module_label(EngineKind::sglang, "/venv/site-packages/torch/lib/libtorch_cuda.so"),
+            "torch/lib/libtorch_cuda.so");
+  for (const char* path :
+       {"/root/.cache/vllm/torch_compile_cache/abc/rank_0/vllm/x.so", "/tmp/torchinductor_root/vllm/compile_cache/k.so",
+        "/venv/site-packages/vllm/a/b/c/d.so", "/venv/site-packages/vllm/_C.abi3.py",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/venv/site-packages/sglang/x.so"})
+    EXPECT_EQ(engine_module_label(EngineKind::vllm, path), std::nullopt) << path;
+  EXPECT_EQ(engine_module_label(EngineKind::other, "/venv/site-packages/torch/lib/libtorch_cuda.so"), std::nullopt);
+  EXPECT_EQ(engine_module_label(EngineKind::sglang, "/venv/site-packages/vllm/_C.abi3.so"), std::nullopt);
+  EXPECT_EQ(config_file(Args{"vllm", "serve", "m", "--config", "a.yaml"}), "a.yaml");
+  EXPECT_EQ(config_file(Args{"vllm", "serve", "m", "--config=b.yaml"}), "b.yaml");
+  EXPECT_EQ(config_file(Args{"vllm", "serve", "m"}), std::nullopt);
 }
 
 TEST(ProfileKey, UnknownEngineKeepsEveryArgument) {
@@ -503,4 +577,3 @@ TEST(ProfileBounds, EveryFieldOutOfRangeIsNamedOnOneLine) {
   EXPECT_EQ(problem.find('\n'), std::string::npos);
   EXPECT_EQ(problem.rfind("out of range for this device: ", 0), 0u) << problem;
 }
-

@@ -729,6 +729,37 @@ void add_execution_cases(std::vector<Case>& c) {
     CUfunction fn = nullptr;
     return f(&fn, e.bogus<CUkernel>());
   });
+  // Parameter layouts and names: cuda.h documents CUDA_ERROR_INVALID_VALUE for every misuse.
+  add<decltype(cuFuncGetParamInfo)>(c, {"cuFuncGetParamInfo"}, "NULL offset", kValue,
+                                    [](auto f, Env& e) { return f(e.function, 0, nullptr, nullptr); });
+  add<decltype(cuFuncGetParamInfo)>(c, {"cuFuncGetParamInfo"}, "index past the last", kValue, [](auto f, Env& e) {
+    size_t offset = 0, size = 0;
+    return f(e.function, 99, &offset, &size);
+  });
+  add<decltype(cuFuncGetParamInfo)>(c, {"cuFuncGetParamInfo"}, "unknown function", kValue, [](auto f, Env& e) {
+    size_t offset = 0;
+    return f(e.bogus<CUfunction>(), 0, &offset, nullptr);
+  });
+  add<decltype(cuKernelGetParamInfo)>(c, {"cuKernelGetParamInfo"}, "index past the last", kValue, [](auto f, Env& e) {
+    size_t offset = 0;
+    return f(e.kernel, 99, &offset, nullptr);
+  });
+  add<decltype(cuKernelGetParamInfo)>(c, {"cuKernelGetParamInfo"}, "unknown kernel", kValue, [](auto f, Env& e) {
+    size_t offset = 0;
+    return f(e.bogus<CUkernel>(), 0, &offset, nullptr);
+  });
+  add<decltype(cuFuncGetName)>(c, {"cuFuncGetName"}, "NULL name", kValue,
+                               [](auto f, Env& e) { return f(nullptr, e.function); });
+  add<decltype(cuFuncGetName)>(c, {"cuFuncGetName"}, "unknown function", kValue, [](auto f, Env& e) {
+    const char* name = nullptr;
+    return f(&name, e.bogus<CUfunction>());
+  });
+  add<decltype(cuKernelGetName)>(c, {"cuKernelGetName"}, "NULL name", kValue,
+                                 [](auto f, Env& e) { return f(nullptr, e.kernel); });
+  add<decltype(cuKernelGetName)>(c, {"cuKernelGetName"}, "unknown kernel", kValue, [](auto f, Env& e) {
+    const char* name = nullptr;
+    return f(&name, e.bogus<CUkernel>());
+  });
   add<decltype(cuLibraryUnload)>(c, {"cuLibraryUnload"}, "unknown library", kHandle,
                                  [](auto f, Env& e) { return f(e.bogus<CUlibrary>()); });
   add<decltype(cuLibraryUnload)>(c, {"cuLibraryUnload"}, "a module as library", kHandle,
@@ -840,7 +871,8 @@ using DeviceFlagsFn = CUresult(CUdevice, unsigned);
 using DeviceFn = CUresult(CUdevice);
 
 void add_breadth_cases(std::vector<Case>& c) {
-  add<UuidFn>(c, {"cuDeviceGetUuid", "cuDeviceGetUuid_v2"}, "NULL uuid", kValue, [](auto f, Env&) { return f(nullptr, 0); });
+  add<UuidFn>(c, {"cuDeviceGetUuid", "cuDeviceGetUuid_v2"}, "NULL uuid", kValue,
+              [](auto f, Env&) { return f(nullptr, 0); });
   add<UuidFn>(c, {"cuDeviceGetUuid", "cuDeviceGetUuid_v2"}, "bad ordinal", kDevice, [](auto f, Env&) {
     CUuuid u{};
     return f(&u, 3);
@@ -857,28 +889,30 @@ void add_breadth_cases(std::vector<Case>& c) {
     CUdevice d = 0;
     return f(&d, "GPU zero");
   });
-  add<decltype(cuDeviceGetByPCIBusId)>(c, {"cuDeviceGetByPCIBusId"}, "no device on that bus", kDevice, [](auto f, Env&) {
-    CUdevice d = 0;
-    return f(&d, "0000:99:00.0");
-  });
+  add<decltype(cuDeviceGetByPCIBusId)>(c, {"cuDeviceGetByPCIBusId"}, "no device on that bus", kDevice,
+                                       [](auto f, Env&) {
+                                         CUdevice d = 0;
+                                         return f(&d, "0000:99:00.0");
+                                       });
   add<decltype(cuDeviceCanAccessPeer)>(c, {"cuDeviceCanAccessPeer"}, "NULL result", kValue,
                                        [](auto f, Env&) { return f(nullptr, 0, 0); });
   add<decltype(cuDeviceCanAccessPeer)>(c, {"cuDeviceCanAccessPeer"}, "bad peer ordinal", kDevice, [](auto f, Env&) {
     int can = 0;
     return f(&can, 0, 4);
   });
-  add<decltype(cuDeviceGetP2PAttribute)>(c, {"cuDeviceGetP2PAttribute"}, "device with itself", kDevice, [](auto f, Env&) {
-    int v = 0;
-    return f(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 0);
-  });
+  add<decltype(cuDeviceGetP2PAttribute)>(c, {"cuDeviceGetP2PAttribute"}, "device with itself", kDevice,
+                                         [](auto f, Env&) {
+                                           int v = 0;
+                                           return f(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 0);
+                                         });
   add<decltype(cuCtxEnablePeerAccess)>(c, {"cuCtxEnablePeerAccess"}, "unknown context", kContext,
                                        [](auto f, Env& e) { return f(e.bogus<CUcontext>(), 0); });
   add<decltype(cuCtxEnablePeerAccess)>(c, {"cuCtxEnablePeerAccess"}, "its own context", kDevice,
                                        [](auto f, Env& e) { return f(e.ctx, 0); });
   add<decltype(cuCtxEnablePeerAccess)>(c, {"cuCtxEnablePeerAccess"}, "flags 1", kValue,
                                        [](auto f, Env& e) { return f(e.ctx, 1); });
-  add<decltype(cuCtxDisablePeerAccess)>(c, {"cuCtxDisablePeerAccess"}, "never enabled", CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
-                                        [](auto f, Env& e) { return f(e.ctx); });
+  add<decltype(cuCtxDisablePeerAccess)>(c, {"cuCtxDisablePeerAccess"}, "never enabled",
+                                        CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, [](auto f, Env& e) { return f(e.ctx); });
   add<decltype(cuCtxPushCurrent_v2)>(c, {"cuCtxPushCurrent_v2"}, "unknown context", kContext,
                                      [](auto f, Env& e) { return f(e.bogus<CUcontext>()); });
   add<decltype(cuCtxPopCurrent_v2)>(c, {"cuCtxPopCurrent_v2"}, "no current context", kContext, [](auto f, Env&) {
@@ -893,7 +927,8 @@ void add_breadth_cases(std::vector<Case>& c) {
     return f(e.bogus<CUcontext>(), &v);
   });
   add<decltype(cuCtxGetFlags)>(c, {"cuCtxGetFlags"}, "NULL flags", kValue, [](auto f, Env&) { return f(nullptr); });
-  add<decltype(cuCtxSetFlags)>(c, {"cuCtxSetFlags"}, "unknown flag bits", kValue, [](auto f, Env&) { return f(1u << 30); });
+  add<decltype(cuCtxSetFlags)>(c, {"cuCtxSetFlags"}, "unknown flag bits", kValue,
+                               [](auto f, Env&) { return f(1u << 30); });
   add<decltype(cuCtxGetStreamPriorityRange)>(c, {"cuCtxGetStreamPriorityRange"}, "no current context", kContext,
                                              [](auto f, Env&) {
                                                cuCtxSetCurrent(nullptr);
@@ -904,14 +939,16 @@ void add_breadth_cases(std::vector<Case>& c) {
     unsigned flags = 0;
     return f(0, &flags, nullptr);
   });
-  add<decltype(cuDevicePrimaryCtxGetState)>(c, {"cuDevicePrimaryCtxGetState"}, "bad ordinal", kDevice, [](auto f, Env&) {
-    unsigned flags = 0;
-    int active = 0;
-    return f(2, &flags, &active);
-  });
+  add<decltype(cuDevicePrimaryCtxGetState)>(c, {"cuDevicePrimaryCtxGetState"}, "bad ordinal", kDevice,
+                                            [](auto f, Env&) {
+                                              unsigned flags = 0;
+                                              int active = 0;
+                                              return f(2, &flags, &active);
+                                            });
   add<DeviceFlagsFn>(c, {"cuDevicePrimaryCtxSetFlags_v2"}, "two scheduling policies", kValue,
                      [](auto f, Env&) { return f(0, CU_CTX_SCHED_MASK); });
-  add<DeviceFlagsFn>(c, {"cuDevicePrimaryCtxSetFlags_v2"}, "bad ordinal", kDevice, [](auto f, Env&) { return f(9, 0); });
+  add<DeviceFlagsFn>(c, {"cuDevicePrimaryCtxSetFlags_v2"}, "bad ordinal", kDevice,
+                     [](auto f, Env&) { return f(9, 0); });
   add<DeviceFlagsFn>(c, {"cuDevicePrimaryCtxSetFlags"}, "active context (7.0 ABI)", CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE,
                      [](auto f, Env&) { return f(0, 0); });
   add<DeviceFn>(c, {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"}, "bad ordinal", kDevice,
@@ -955,16 +992,18 @@ void add_breadth_cases(std::vector<Case>& c) {
 
   add<decltype(cuStreamCreateWithPriority)>(c, {"cuStreamCreateWithPriority"}, "NULL stream", kValue,
                                             [](auto f, Env&) { return f(nullptr, 0, 0); });
-  add<PriorityFn>(c, {"cuStreamGetPriority", "cuStreamGetPriority_ptsz"}, "unknown stream", kHandle, [](auto f, Env& e) {
-    int p = 0;
-    return f(e.bogus<CUstream>(), &p);
-  });
+  add<PriorityFn>(c, {"cuStreamGetPriority", "cuStreamGetPriority_ptsz"}, "unknown stream", kHandle,
+                  [](auto f, Env& e) {
+                    int p = 0;
+                    return f(e.bogus<CUstream>(), &p);
+                  });
   add<FlagsFn>(c, {"cuStreamGetFlags", "cuStreamGetFlags_ptsz"}, "NULL flags", kValue,
                [](auto f, Env& e) { return f(e.stream, nullptr); });
   add<AddCallbackFn>(c, {"cuStreamAddCallback", "cuStreamAddCallback_ptsz"}, "NULL callback", kValue,
                      [](auto f, Env& e) { return f(e.stream, nullptr, nullptr, 0); });
   add<HostFuncFn>(c, {"cuLaunchHostFunc", "cuLaunchHostFunc_ptsz"}, "unknown stream", kHandle, [](auto f, Env& e) {
-    return f(e.bogus<CUstream>(), [](void*) {}, nullptr);
+    return f(
+        e.bogus<CUstream>(), [](void*) {}, nullptr);
   });
 
   add<decltype(cuMemHostAlloc)>(c, {"cuMemHostAlloc"}, "unknown flags", kValue, [](auto f, Env&) {
@@ -979,8 +1018,8 @@ void add_breadth_cases(std::vector<Case>& c) {
                                [](auto f, Env& e) { return f(e.host); });
   add<decltype(cuMemHostRegister_v2)>(c, {"cuMemHostRegister_v2"}, "device memory", kValue,
                                       [](auto f, Env& e) { return f(reinterpret_cast<void*>(e.alloc), 4096, 0); });
-  add<decltype(cuMemHostUnregister)>(c, {"cuMemHostUnregister"}, "never registered", CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
-                                     [](auto f, Env& e) { return f(e.host); });
+  add<decltype(cuMemHostUnregister)>(c, {"cuMemHostUnregister"}, "never registered",
+                                     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, [](auto f, Env& e) { return f(e.host); });
   add<decltype(cuMemHostGetDevicePointer_v2)>(c, {"cuMemHostGetDevicePointer_v2"}, "not pinned memory", kValue,
                                               [](auto f, Env& e) {
                                                 CUdeviceptr d = 0;
@@ -1016,9 +1055,8 @@ void add_breadth_cases(std::vector<Case>& c) {
                        m.Height = 1;
                        return f(&m, e.stream);
                      });
-  add<PeerFn>(c, {"cuMemcpyPeer", "cuMemcpyPeer_ptds"}, "unknown context", kContext, [](auto f, Env& e) {
-    return f(e.alloc, e.bogus<CUcontext>(), e.alloc, e.ctx, 16);
-  });
+  add<PeerFn>(c, {"cuMemcpyPeer", "cuMemcpyPeer_ptds"}, "unknown context", kContext,
+              [](auto f, Env& e) { return f(e.alloc, e.bogus<CUcontext>(), e.alloc, e.ctx, 16); });
   add<PeerAsyncFn>(c, {"cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz"}, "range past the allocation", kValue,
                    [](auto f, Env& e) { return f(e.alloc, e.ctx, e.alloc, e.ctx, kPastEverything, e.stream); });
   add<D16Fn>(c, {"cuMemsetD16_v2", "cuMemsetD16_v2_ptds"}, "unaligned destination", kValue,
@@ -1075,14 +1113,15 @@ void add_breadth_cases(std::vector<Case>& c) {
     cuuint64_t v = 0;
     return f(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v);
   });
-  add<decltype(cuMemPoolGetAttribute)>(c, {"cuMemPoolGetAttribute"}, "attribute out of range", kValue, [](auto f, Env&) {
-    CUmemoryPool pool = nullptr;
-    cuDeviceGetDefaultMemPool(&pool, 0);
-    cuuint64_t v = 0;
-    return f(pool, out_of_range<CUmemPool_attribute>(), &v);
-  });
-  add<decltype(cuDeviceGetDefaultMemPool)>(c, {"cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool"}, "bad ordinal", kDevice,
-                                           [](auto f, Env&) {
+  add<decltype(cuMemPoolGetAttribute)>(c, {"cuMemPoolGetAttribute"}, "attribute out of range", kValue,
+                                       [](auto f, Env&) {
+                                         CUmemoryPool pool = nullptr;
+                                         cuDeviceGetDefaultMemPool(&pool, 0);
+                                         cuuint64_t v = 0;
+                                         return f(pool, out_of_range<CUmemPool_attribute>(), &v);
+                                       });
+  add<decltype(cuDeviceGetDefaultMemPool)>(c, {"cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool"}, "bad ordinal",
+                                           kDevice, [](auto f, Env&) {
                                              CUmemoryPool pool = nullptr;
                                              return f(&pool, 6);
                                            });
