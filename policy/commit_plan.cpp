@@ -39,16 +39,24 @@ double share_drop(std::uint64_t shrink, std::uint64_t total) {
   return std::ceil(static_cast<double>(shrink) / static_cast<double>(total) * 100.0 - 1e-9) / 100.0;
 }
 
-std::string vllm_flags(const CommitInputs& in, std::uint64_t shrink, std::uint64_t kv_fit) {
+// Under kvremap only the utilisation is named: with --kv-cache-memory vLLM takes no memory query after its
+// weights (gpu_worker.py:489-510, profile_run and no snapshot), so no KV window opens and kvremap defers
+// nothing; that flag sizes a start without kvremap.
+std::string vllm_flags(const CommitInputs& in, std::uint64_t shrink, std::uint64_t kv_fit, bool under_kvremap) {
   const std::string kv_flag = "--kv-cache-memory " + std::to_string(kv_fit);
+  if (under_kvremap && in.kv_cache_memory)
+    return "--gpu-memory-utilization in place of --kv-cache-memory (with it vLLM takes no memory query after its "
+           "weights, and kvremap defers nothing)";
   // With --kv-cache-memory given, the utilisation does not size the KV cache.
-  if (in.kv_cache_memory || in.device_total_bytes == 0) return kv_flag;
+  if (in.kv_cache_memory || in.device_total_bytes == 0)
+    return under_kvremap ? "--gpu-memory-utilization lower" : kv_flag;
+  const std::string alternative = under_kvremap ? "" : " or " + kv_flag;
   if (in.gpu_memory_utilization)
     return "--gpu-memory-utilization " +
-           two_decimals(lowered_share(*in.gpu_memory_utilization, shrink, in.device_total_bytes)) + " or " + kv_flag;
+           two_decimals(lowered_share(*in.gpu_memory_utilization, shrink, in.device_total_bytes)) + alternative;
   return "--gpu-memory-utilization " +
          two_decimals(lowered_share(kVllmDefaultUtilization, shrink, in.device_total_bytes)) + " (from the default " +
-         two_decimals(kVllmDefaultUtilization) + ") or " + kv_flag;
+         two_decimals(kVllmDefaultUtilization) + ")" + alternative;
 }
 
 std::string sglang_flags(const CommitInputs& in, std::uint64_t shrink) {
@@ -59,19 +67,19 @@ std::string sglang_flags(const CommitInputs& in, std::uint64_t shrink) {
   return "--mem-fraction-static " + two_decimals(share_drop(shrink, in.device_total_bytes)) + " lower";
 }
 
-// The flags that shrink the engine's KV cache by `shrink` bytes.
-std::string flags_for(const CommitInputs& in, std::uint64_t kv_bytes, std::uint64_t shrink) {
+// The flags that shrink the engine's KV cache by `shrink` bytes, for a start under kvremap or without it.
+std::string flags_for(const CommitInputs& in, std::uint64_t kv_bytes, std::uint64_t shrink, bool under_kvremap) {
   const std::uint64_t kv_fit = kv_bytes > shrink ? kv_bytes - shrink : 0;
   switch (in.engine) {
     case EngineKind::vllm:
-      return vllm_flags(in, shrink, kv_fit);
+      return vllm_flags(in, shrink, kv_fit, under_kvremap);
     case EngineKind::sglang:
       return sglang_flags(in, shrink);
     case EngineKind::other:
       break;
   }
   return "a KV cache of " + std::to_string(kv_fit) + " bytes (" + gib(kv_fit) + ") fits: vLLM " +
-         vllm_flags(in, shrink, kv_fit) + "; SGLang " + sglang_flags(in, shrink);
+         vllm_flags(in, shrink, kv_fit, under_kvremap) + "; SGLang " + sglang_flags(in, shrink);
 }
 
 std::uint64_t positive(std::int64_t value) { return value > 0 ? static_cast<std::uint64_t>(value) : 0; }
@@ -84,9 +92,9 @@ std::string next_start_hint(const CommitInputs& in, std::int64_t margin_bytes) {
   const std::uint64_t without =
       positive(static_cast<std::int64_t>(in.post_kv_transient_bytes) - margin_bytes);  // >= under
   if (without == 0) return "";
-  const std::string without_flags = flags_for(in, kv_bytes, without);
+  const std::string without_flags = flags_for(in, kv_bytes, without, false);
   if (under == 0) return "a start without kvremap needs " + without_flags;
-  const std::string under_flags = flags_for(in, kv_bytes, under);
+  const std::string under_flags = flags_for(in, kv_bytes, under, true);
   if (under_flags == without_flags) return "next start, with or without kvremap: " + under_flags;
   return "next start under kvremap: " + under_flags + "; without kvremap: " + without_flags;
 }

@@ -129,12 +129,15 @@ void Engine::init() {
                   o_.gpu_memory_utilization, gib(static_cast<double>(requested_)).c_str());
     throw EngineExit(kExitRefused, text);
   }
-  if (o_.kind == EngineKind::sglang && s_.non_torch_growth > 0) {
-    // SGLang initialises NCCL (and its custom all-reduce buffers) before loading weights.
-    void* p = nullptr;
-    VLLM_LIKE_CHECK(cudaMalloc(&p, s_.non_torch_growth));
-    non_torch_.push_back(p);
-  }
+  // SGLang initialises NCCL (and its custom all-reduce buffers) before loading weights.
+  if (o_.kind == EngineKind::sglang) grow_non_torch();
+}
+
+void Engine::grow_non_torch() {
+  if (s_.non_torch_growth == 0) return;
+  void* p = nullptr;
+  VLLM_LIKE_CHECK(cudaMalloc(&p, s_.non_torch_growth));
+  non_torch_.push_back(p);
 }
 
 void Engine::load_weights() {
@@ -185,18 +188,25 @@ void Engine::eager_forward(std::optional<KvWrite> kv_write) {
 
 void Engine::profile() {
   begin_phase("profiling");
+  if (o_.kv_cache_memory) {
+    // vLLM with kv_cache_memory_bytes runs the profiling forward only (it compiles the model) and takes
+    // the given size as is: no snapshot, no memory query, no empty_cache (gpu_worker.py:489-510), and no
+    // check against the requested share.
+    grow_non_torch();
+    eager_forward();
+    kv_bytes_ = *o_.kv_cache_memory;
+    std::printf(
+        "vllm_like: phase profiling: KV cache size given (--kv-cache-memory %s GiB), memory profiling skipped\n",
+        gib(static_cast<double>(kv_bytes_)).c_str());
+    return;
+  }
   // vLLM's worker clears the cache, resets the peak statistics and snapshots free memory before
   // the profiling forward pass; the snapshot after it is the one the KV cache is sized from.
   alloc_->empty_cache();
   alloc_->reset_peak_memory_stats();
   query_free();
   const std::uint64_t before = alloc_->memory_allocated();
-  // NCCL buffers and cuBLAS workspaces appear on first use, outside torch's allocator.
-  if (s_.non_torch_growth > 0) {
-    void* p = nullptr;
-    VLLM_LIKE_CHECK(cudaMalloc(&p, s_.non_torch_growth));
-    non_torch_.push_back(p);
-  }
+  grow_non_torch();
   eager_forward();
   const std::uint64_t torch_peak_increase = alloc_->max_memory_allocated() - before;
   // memory_profiling's exit: the "after profile" snapshot the KV cache is sized from. The graph-memory
@@ -213,14 +223,6 @@ void Engine::profile() {
       gib(static_cast<double>(weights_bytes_)).c_str(), gib(static_cast<double>(torch_peak_increase)).c_str(),
       gib(static_cast<double>(non_torch_increase)).c_str(), gib(static_cast<double>(graph_estimate)).c_str(),
       gib(static_cast<double>(free)).c_str());
-  if (o_.kv_cache_memory) {
-    // vLLM with kv_cache_memory_bytes still runs the profiling forward (it compiles the model), then
-    // takes the given size as is: no check against the requested share.
-    kv_bytes_ = *o_.kv_cache_memory;
-    std::printf("vllm_like: phase profiling: KV cache size given (--kv-cache-memory %s GiB), profiled size not used\n",
-                gib(static_cast<double>(kv_bytes_)).c_str());
-    return;
-  }
   if (non_kv >= requested_)
     throw EngineExit(kExitNoKvMemory,
                      "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "

@@ -35,7 +35,7 @@ struct EngineOptions {
   // --enable-unified-memory pool (mem_cache/unified_memory_pool.py:216). Otherwise one tensor per layer
   // (v1/worker/gpu_model_runner.py:7444-7480 before #51718).
   bool kv_in_one_allocation = false;
-  int device = 0;                                // also the rank: the launcher runs rank r on device r
+  int device = 0;  // also the rank: the launcher runs rank r on device r
 };
 
 // Each KV tensor is split into equal regions standing for the block ranges of different requests,
@@ -88,6 +88,9 @@ class Engine {
   void init();
   void load_weights();
   void profile();
+  // NCCL buffers and cuBLAS workspaces: the scenario's non-torch growth, outside torch's allocator, on
+  // first use (vLLM's profiling forward; SGLang's NCCL initialisation before its weights).
+  void grow_non_torch();
   void size_kv_sglang();
   void allocate_kv();
   std::uint64_t query_free();

@@ -90,13 +90,15 @@ std::vector<StartUp> start_ups() {
        5,
        0,
        "graph launch"},
+      // vLLM with a given KV size takes no memory query after its weights (gpu_worker.py:489-510): no
+      // KV window opens, nothing is deferred, and the start runs as stock does.
       {"vllm --kv-cache-memory",
        "vllm",
        SEED_SCENARIO,
        {"--gpu-memory-utilization", "0.95", "--kv-cache-memory", "20GiB"},
        5,
-       0,
-       "graph launch"},
+       5,
+       ""},
       {"sglang warm-up request", "sglang", SEED_SCENARIO, with(sglang, {"0.9"}), 5, 0,
        "kernel launch off the capture streams"},
       // An offline start-up whose flags say graphs while the engine captures none (vLLM sets
@@ -309,6 +311,16 @@ TEST(CommitSafety, DeferModeThatDefersNothingSaysWhy) {
                                                   "least KVREMAP_KV_MIN_BYTES=8.00 GiB was made after the engine's "
                                                   "sizing memory query")))
       << r.err;
+  std::vector<std::string> plain = scenario_env(SEED_SCENARIO);
+  plain.insert(plain.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=defer", "KVREMAP_TRACE=off"});
+  const RunResult given = run_program(
+      {program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.95", "--kv-cache-memory", "8GiB"}, plain,
+      {}, 120);
+  EXPECT_EQ(given.exit_code, 0) << given.out << given.err;
+  EXPECT_NE(given.err.find("deferred nothing: the engine's KV cache size is given (--kv-cache-memory): vLLM then "
+                           "takes no memory query after its weights"),
+            std::string::npos)
+      << given.err;
 }
 
 // An arena too small for the KV cache, or a placement the driver refuses: what the arena cannot

@@ -75,8 +75,9 @@ TEST(CommitPlan, TheHostPartOfAOneAllocationKvCacheIsItsEnd) {
   ASSERT_EQ(p.tensors.size(), 1u);
   EXPECT_EQ(p.tensors[0].host_bytes, 256 * kMiB);
   EXPECT_EQ(p.tensors[0].device_bytes, 20 * kGiB - 256 * kMiB);
-  EXPECT_TRUE(has(p.message, "the last 256.00 MiB of the one KV allocation (with a layer-major layout as vLLM's, "
-                             "whole last layers that every forward pass reads from host memory)"))
+  EXPECT_TRUE(has(p.message,
+                  "the last 256.00 MiB of the one KV allocation (with a layer-major layout as vLLM's, "
+                  "whole last layers that every forward pass reads from host memory)"))
       << p.message;
 }
 
@@ -138,8 +139,10 @@ TEST(CommitPlan, FailIsOneLineWithTheExactMissingBytes) {
                                  std::to_string(3 * kGiB) + " bytes, with 1.00 GiB headroom of 18.00 GiB free)"))
       << p.message;
   // 17 GiB of KV fits; 0.95 - 3/80 = 0.9125 -> 0.91.
-  EXPECT_TRUE(has(p.message, "with or without kvremap: --gpu-memory-utilization 0.91 or --kv-cache-memory " +
-                                 std::to_string(17 * kGiB)))
+  EXPECT_TRUE(has(p.message,
+                  "next start under kvremap: --gpu-memory-utilization 0.91; without kvremap: "
+                  "--gpu-memory-utilization 0.91 or --kv-cache-memory " +
+                      std::to_string(17 * kGiB)))
       << p.message;
 
   in.deficit_mode = DeficitMode::host;
@@ -156,9 +159,11 @@ TEST(CommitPlanHints, VllmUnderAndWithoutKvremapDifferByTheTransient) {
   in.gpu_memory_utilization = 0.95;
   in.post_kv_transient_bytes = 8 * kGiB;  // stock also needed 8 GiB beside its KV: 11 GiB less
   const std::string hint = next_start_hint(in, -static_cast<std::int64_t>(3 * kGiB));
-  EXPECT_EQ(hint, "next start under kvremap: --gpu-memory-utilization 0.91 or --kv-cache-memory " +
-                      std::to_string(17 * kGiB) + "; without kvremap: --gpu-memory-utilization 0.81 or " +
-                      "--kv-cache-memory " + std::to_string(9 * kGiB));
+  // Under kvremap only the utilisation: --kv-cache-memory would take vLLM's sizing query away.
+  EXPECT_EQ(hint,
+            "next start under kvremap: --gpu-memory-utilization 0.91; without kvremap: "
+            "--gpu-memory-utilization 0.81 or --kv-cache-memory " +
+                std::to_string(9 * kGiB));
   EXPECT_TRUE(has(plan_commit(in).message, hint));
 }
 
@@ -167,12 +172,14 @@ TEST(CommitPlanHints, VllmWithoutAUtilisationFlagStartsFromItsDefaultAndKvCacheM
   in.engine = EngineKind::vllm;
   // 4 GiB of 80 = 0.05: 0.92 - 0.05 = 0.87 exactly, not 0.86.
   EXPECT_EQ(next_start_hint(in, -static_cast<std::int64_t>(4 * kGiB)),
-            "next start, with or without kvremap: --gpu-memory-utilization 0.87 (from the default 0.92) or "
-            "--kv-cache-memory " +
+            "next start under kvremap: --gpu-memory-utilization 0.87 (from the default 0.92); without kvremap: "
+            "--gpu-memory-utilization 0.87 (from the default 0.92) or --kv-cache-memory " +
                 std::to_string(16 * kGiB));
   in.kv_cache_memory = 20 * kGiB;
   EXPECT_EQ(next_start_hint(in, -static_cast<std::int64_t>(4 * kGiB)),
-            "next start, with or without kvremap: --kv-cache-memory " + std::to_string(16 * kGiB));
+            "next start under kvremap: --gpu-memory-utilization in place of --kv-cache-memory (with it vLLM takes "
+            "no memory query after its weights, and kvremap defers nothing); without kvremap: --kv-cache-memory " +
+                std::to_string(16 * kGiB));
 }
 
 // SGLang: KV = free after weights - (1 - fraction) * total, linear in the fraction the same way.
@@ -193,7 +200,10 @@ TEST(CommitPlanHints, SglangNamesMemFractionStatic) {
 TEST(CommitPlanHints, OtherEnginesGetTheKvBytesThatFitAndBothEnginesForms) {
   CommitInputs in = seed(0);
   const std::string hint = next_start_hint(in, -static_cast<std::int64_t>(2 * kGiB));
-  EXPECT_EQ(hint, "next start, with or without kvremap: a KV cache of " + std::to_string(18 * kGiB) +
+  EXPECT_EQ(hint, "next start under kvremap: a KV cache of " + std::to_string(18 * kGiB) +
+                      " bytes (18.00 GiB) fits: vLLM --gpu-memory-utilization 0.89 (from the default 0.92); SGLang "
+                      "--mem-fraction-static 0.03 lower; without kvremap: a KV cache of " +
+                      std::to_string(18 * kGiB) +
                       " bytes (18.00 GiB) fits: vLLM --gpu-memory-utilization 0.89 (from the default 0.92) or "
                       "--kv-cache-memory " +
                       std::to_string(18 * kGiB) + "; SGLang --mem-fraction-static 0.03 lower");
