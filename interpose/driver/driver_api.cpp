@@ -121,12 +121,15 @@ bool real_synchronize() {
   return fn && fn() == CUDA_SUCCESS;
 }
 
-bool real_host_vmm_supported(int device) {
+int real_device_attribute(CUdevice_attribute attribute, int device) {
   auto fn = g_attribute.get();
   int value = 0;
-  if (!fn || fn(&value, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) != CUDA_SUCCESS)
-    return false;
-  return value != 0;
+  if (!fn || fn(&value, attribute, device) != CUDA_SUCCESS) return -1;
+  return value;
+}
+
+bool real_host_vmm_supported(int device) {
+  return real_device_attribute(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) > 0;
 }
 
 std::uint64_t real_vmm_granularity(int device) {

@@ -36,6 +36,8 @@ std::string real_device_name(int device);
 int real_driver_version();
 // Real cuCtxSynchronize: true when it succeeded.
 bool real_synchronize();
+// cuDeviceGetAttribute's value of `attribute` on `device`, or -1 when the driver cannot say.
+int real_device_attribute(CUdevice_attribute attribute, int device);
 // CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED of `device`: host-located VMM handles work.
 bool real_host_vmm_supported(int device);
 // The minimum VMM granularity of pinned device memory on `device`, or 0 when the driver cannot say.

@@ -43,6 +43,11 @@ CUresult KvArena::create_handle(bool host, std::uint64_t bytes, CUmemGenericAllo
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = host ? 0 : config_.device;
+  if (!host) {
+    prop.requestedHandleTypes =
+        config_.posix_fd_handles ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+    prop.allocFlags.gpuDirectRDMACapable = config_.rdma_capable ? 1 : 0;
+  }
   return driver_.create(handle, bytes, &prop, 0);
 }
 
@@ -126,7 +131,8 @@ CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
   Region region;
   region.bytes = size;
   const std::uint64_t step = chunk_step(size);
-  for (std::uint64_t off = 0; off < size; off += step) region.chunks.push_back(Chunk{0, false, std::min(step, size - off)});
+  for (std::uint64_t off = 0; off < size; off += step)
+    region.chunks.push_back(Chunk{0, false, std::min(step, size - off)});
   for (Chunk& c : region.chunks) {
     if (CUresult r = create_handle(false, c.bytes, &c.handle); r != CUDA_SUCCESS) {
       c.handle = 0;

@@ -23,6 +23,11 @@ struct ArenaConfig {
   std::uint64_t scratch_bytes = 0;  // the aliased scratch handle; divides chunk_bytes
   std::uint64_t granularity = 0;    // VMM minimum granularity: regions and their last chunk round to it
   bool one_handle = false;          // a region is one chunk (its device part and host part one each)
+  // What the engine's own allocation would allow a KV connector or NIC, where the device supports it:
+  // device handles exportable as POSIX file descriptors (cuMemExportToShareableHandle) and registrable
+  // for GPUDirect RDMA. Host handles request neither.
+  bool posix_fd_handles = false;
+  bool rdma_capable = false;
 };
 
 // Where a region's bytes live right now: its own chunks (device or host), or the shared scratch.

@@ -53,23 +53,29 @@ bool make_arena(DeviceKv& d) {
   c.one_handle = o.kv_one_handle;
   c.scratch_bytes = o.scratch_bytes;
   c.reserve_bytes = o.arena_bytes ? o.arena_bytes : 2 * real_device_total(d.device);
+  // Probed once per device: a KV connector registers (NIXL, Mooncake) or exports (a POSIX fd) the KV range
+  // as it would the engine's own allocation (ENGINES-2026.md finding 9).
+  c.posix_fd_handles =
+      real_device_attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, d.device) == 1;
+  c.rdma_capable = real_device_attribute(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, d.device) == 1;
   if (!drv.complete()) {
     d.arena_failed = true;
-    log().error("device {}: KV arena unavailable: the driver lacks virtual memory management functions; KV stays in "
-                "ordinary allocations",
-                d.device);
+    log().error(
+        "device {}: KV arena unavailable: the driver lacks virtual memory management functions; KV stays in "
+        "ordinary allocations",
+        d.device);
     return false;
   }
   CUresult error = CUDA_ERROR_INVALID_VALUE;
   d.arena = KvArena::create(drv, c, &error);
   if (!d.arena) {
-    refuse_arena(d, fmt::format("kvremap: device {}: reserving {} of address space for the KV arena failed with "
-                                "driver error {} (KVREMAP_ARENA_BYTES={}{}, KVREMAP_CHUNK_BYTES={}): set "
-                                "KVREMAP_ARENA_BYTES to a smaller size; KV stays in ordinary allocations",
-                                d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error),
-                                o.arena_bytes ? policy::format_bytes(o.arena_bytes) : "0",
-                                o.arena_bytes ? "" : ": twice the device's memory",
-                                policy::format_bytes(c.chunk_bytes)));
+    refuse_arena(d,
+                 fmt::format("kvremap: device {}: reserving {} of address space for the KV arena failed with "
+                             "driver error {} (KVREMAP_ARENA_BYTES={}{}, KVREMAP_CHUNK_BYTES={}): set "
+                             "KVREMAP_ARENA_BYTES to a smaller size; KV stays in ordinary allocations",
+                             d.device, policy::format_bytes(c.reserve_bytes), static_cast<int>(error),
+                             o.arena_bytes ? policy::format_bytes(o.arena_bytes) : "0",
+                             o.arena_bytes ? "" : ": twice the device's memory", policy::format_bytes(c.chunk_bytes)));
     return false;
   }
   kv_detail::g_any_arena.store(true);
@@ -79,7 +85,9 @@ bool make_arena(DeviceKv& d) {
                                      .reserved_bytes = d.arena->reserved_bytes(),
                                      .chunk_bytes = c.chunk_bytes,
                                      .one_handle = c.one_handle,
-                                     .granularity = granule});
+                                     .granularity = granule,
+                                     .posix_fd_handles = c.posix_fd_handles,
+                                     .rdma_capable = c.rdma_capable});
   });
   return true;
 }

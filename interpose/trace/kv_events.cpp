@@ -21,8 +21,7 @@ class KvLine {
     e_ += R"(,"s":"g","args":{)";
   }
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  KvLine& number(std::string_view key, T value) {
+  requires(!std::same_as<T, bool>) KvLine& number(std::string_view key, T value) {
     fmt::format_to(std::back_inserter(field(key)), "{}", value);
     return *this;
   }
@@ -90,6 +89,8 @@ void kv_arena_reserved(const KvArenaReservedEvent& a) {
       .number("chunk_bytes", a.chunk_bytes)
       .boolean("one_handle", a.one_handle)
       .number("granularity", a.granularity)
+      .boolean("posix_fd_handles", a.posix_fd_handles)
+      .boolean("rdma_capable", a.rdma_capable)
       .write();
 }
 

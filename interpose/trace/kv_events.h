@@ -36,6 +36,8 @@ struct KvArenaReservedEvent {
   std::uint64_t chunk_bytes = 0;
   bool one_handle = false;
   std::uint64_t granularity = 0;
+  bool posix_fd_handles = false;
+  bool rdma_capable = false;
 };
 void kv_arena_reserved(const KvArenaReservedEvent& event);
 

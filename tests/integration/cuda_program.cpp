@@ -860,6 +860,89 @@ int wait_forever() {
   for (;;) pause();
 }
 
+// A KV connector's export of committed KV (ENGINES-2026.md finding 9): the engine's two KV tensors, a
+// pattern written after the burst (which commits them), the handle behind the second one retained and
+// exported as a POSIX file descriptor, and a second process — started by exec, as CUDA cannot continue in
+// a forked child — that imports it, maps it and reads the pattern back. Run with KVREMAP_KV_ONE_HANDLE=1,
+// so that one handle is the whole 32 MiB tensor.
+constexpr std::size_t kExportBytes = 32 * kMiB;
+constexpr std::size_t kExportOffset = 8192;
+
+unsigned char export_pattern(std::size_t i) { return static_cast<unsigned char>(i * 11 + 3); }
+
+int kv_export() {
+  using Tag = int (*)(const char*);
+  using Call = int (*)();
+  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
+  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  if (push) push("kv");
+  unsigned char* kv[2] = {};
+  for (auto& t : kv)
+    check(cudaMalloc(reinterpret_cast<void**>(&t), kExportBytes) == cudaSuccess &&
+              cudaMemset(t, 0, kExportBytes) == cudaSuccess,
+          "KV tensor");
+  if (pop) pop();
+  void* autotune = nullptr;
+  check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
+  unsigned char pattern[4096];
+  for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = export_pattern(i);
+  check(cudaMemcpy(kv[1] + kExportOffset, pattern, sizeof pattern, cudaMemcpyHostToDevice) == cudaSuccess,
+        "copy into KV");
+  CUmemGenericAllocationHandle handle = 0;
+  check(cuMemRetainAllocationHandle(&handle, kv[1]) == CUDA_SUCCESS, "retained the handle of KV");
+  int fd = -1;
+  check(
+      cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS && fd >= 0,
+      "exported KV as a POSIX fd");
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The descriptor the importer finds, without close-on-exec.
+    if (dup2(fd, 100) != 100) _exit(2);
+    execl("/proc/self/exe", "cuda_program", "kv-import", "100", static_cast<char*>(nullptr));
+    _exit(3);
+  }
+  int status = 0;
+  check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the importing process finished");
+  close(fd);
+  cuMemRelease(handle);
+  std::printf("kv-export done\n");
+  return failures;
+}
+
+int kv_import(int fd) {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  check(cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&device, 0) == CUDA_SUCCESS &&
+            cuDevicePrimaryCtxRetain(&context, device) == CUDA_SUCCESS && cuCtxSetCurrent(context) == CUDA_SUCCESS,
+        "importer context");
+  CUmemGenericAllocationHandle imported = 0;
+  check(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS,
+        "imported the KV handle");
+  CUdeviceptr va = 0;
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  check(cuMemAddressReserve(&va, kExportBytes, 0, 0, 0) == CUDA_SUCCESS &&
+            cuMemMap(va, kExportBytes, 0, imported, 0) == CUDA_SUCCESS &&
+            cuMemSetAccess(va, kExportBytes, &access, 1) == CUDA_SUCCESS,
+        "mapped the imported handle");
+  unsigned char back[4096] = {};
+  check(cuMemcpyDtoH(back, va + kExportOffset, sizeof back) == CUDA_SUCCESS, "read the imported KV");
+  bool same = true;
+  for (std::size_t i = 0; i < sizeof back; ++i) same = same && back[i] == export_pattern(i);
+  check(same, "the importing process reads the engine's bytes");
+  cuMemUnmap(va, kExportBytes);
+  cuMemAddressFree(va, kExportBytes);
+  cuMemRelease(imported);
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -874,6 +957,8 @@ int main(int argc, char** argv) {
   if (mode == "tagged") return tagged();
   if (mode == "two-devices") return two_devices();
   if (mode == "kv-copy") return kv_copy();
+  if (mode == "kv-export") return kv_export();
+  if (mode == "kv-import" && argc > 2) return kv_import(std::atoi(argv[2]));
   if (mode == "activations-after-kv") return activations_after_kv();
   if (mode == "malloc-zero") return malloc_zero();
   if (mode == "exit-from-worker") return exit_from_worker();
@@ -883,11 +968,11 @@ int main(int argc, char** argv) {
   if (mode == "burst") return burst();
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
-  std::fprintf(
-      stderr,
-      "usage: cuda_program "
-      "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|activations-after-kv|malloc-zero|exit-from-worker|"
-      "two-devices|churn|"
-      "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
+  std::fprintf(stderr,
+               "usage: cuda_program "
+               "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
+               "zero|exit-from-worker|"
+               "two-devices|churn|"
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
   return 2;
 }

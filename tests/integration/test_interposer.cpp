@@ -618,6 +618,27 @@ TEST(Interposer, WhatTheBurstWritesIntoKvSurvivesTheDeferral) {
   }
 }
 
+// A KV connector exports committed KV as it would the engine's own VMM allocation: the arena's device
+// handles request POSIX file-descriptor export (and GPUDirect RDMA) where the device supports them, so the
+// handle behind a KV tensor exports, and another process imports it and reads the engine's bytes.
+TEST(Interposer, CommittedKvExportsAsAPosixFdAnotherProcessReads) {
+  Traced t = run_traced("kv-export", {"KVREMAP_MODE=defer", "KVREMAP_KV_ONE_HANDLE=1"});
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  for (const char* line : {"exported KV as a POSIX fd: ok", "imported the KV handle: ok",
+                           "the importing process reads the engine's bytes: ok", "the importing process finished: ok"})
+    EXPECT_NE(t.run.out.find(line), std::string::npos) << line << "\n" << t.run.out;
+  EXPECT_EQ(t.run.out.find("FAILED"), std::string::npos) << t.run.out;
+  bool reserved = false;
+  for (const auto& trace : t.traces)
+    for (const auto& e : trace.other_events)
+      if (e.name == "kv arena reserved") {
+        reserved = true;
+        EXPECT_TRUE(e.args.at("posix_fd_handles").get<bool>());
+        EXPECT_TRUE(e.args.at("rdma_capable").get<bool>());
+      }
+  EXPECT_TRUE(reserved);
+}
+
 // torch.zeros on a GPU is PyTorch's fill kernel with zero (ATen's zero_ is fill_(0)): the commit's
 // zero-fill replays it, so both tensors are deferred and read back zero after the commit.
 TEST(Interposer, PyTorchsZeroFillKernelLeavesKvDeferred) {

@@ -398,7 +398,8 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
       *value = c.vmm ? 1 : 0;
       break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
-      *value = 0;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+      *value = c.vmm ? 1 : 0;
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       *value = c.vmm && c.host_vmm ? 1 : 0;

@@ -1,6 +1,7 @@
 // Simulated device memory: cuMemAlloc family, VMM (reserve/create/map/access/unmap), memset/memcpy, pointer queries.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -74,7 +75,9 @@ void destroy_handle_if_unused(State& s, CUmemGenericAllocationHandle h) {
   if (it == s.handles.end()) return;
   PhysicalHandle& p = it->second;
   if (!p.released || p.mappings > 0 || p.retains > 0) return;
-  if (p.location == CU_MEM_LOCATION_TYPE_DEVICE) {
+  if (p.imported) {
+    // Another process's memory: nothing was charged here.
+  } else if (p.location == CU_MEM_LOCATION_TYPE_DEVICE) {
     uncharge_device(s, p.device, p.size);
   } else {
     s.host_used -= p.size;
@@ -713,13 +716,20 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
   if (!handle || !prop || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (!s.config.vmm) return CUDA_ERROR_NOT_SUPPORTED;
   if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) return CUDA_ERROR_NOT_SUPPORTED;
+  // POSIX file descriptors are the one shareable handle type of a Linux machine without fabric (IMEX).
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_NOT_SUPPORTED;
   bool host = false;
   if (CUresult r = check_location(s, prop->location, host); r != CUDA_SUCCESS) return r;
+  // GPUDirect RDMA registers device memory; a host-located handle with the flag is refused.
+  if (prop->allocFlags.gpuDirectRDMACapable && host) return CUDA_ERROR_NOT_SUPPORTED;
   if (size % s.config.granularity != 0) return CUDA_ERROR_INVALID_VALUE;
   PhysicalHandle p;
   p.size = size;
   p.location = prop->location.type;
+  p.posix_fd = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  p.rdma = prop->allocFlags.gpuDirectRDMACapable != 0;
   if (host) {
     if (size > s.config.host_memory - std::min(s.host_used, s.config.host_memory)) return CUDA_ERROR_OUT_OF_MEMORY;
     s.host_used += size;
@@ -887,6 +897,51 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* ha
   if (!region.mapping) return CUDA_ERROR_INVALID_VALUE;  // not VMM memory
   ++s.handles.at(region.mapping->handle).retains;
   *handle = region.mapping->handle;
+  return CUDA_SUCCESS;
+}
+
+// A handle created with POSIX_FILE_DESCRIPTOR as a file descriptor another process imports: a duplicate of
+// the handle's memfd (close-on-exec; a forked child or SCM_RIGHTS carries it). A handle not created for that
+// type, another type, or flags: CUDA_ERROR_INVALID_VALUE.
+SIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType type, unsigned long long flags) {
+  SIM_ENTER("cuMemExportToShareableHandle");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  auto it = s.handles.find(handle);
+  if (!shareable || flags != 0 || it == s.handles.end() || (it->second.released && it->second.retains == 0))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !it->second.posix_fd) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareable) = fd;
+  return CUDA_SUCCESS;
+}
+
+// The importing side: a new handle on the same memory (`os_handle` is the fd itself, cast to a pointer, as
+// cuda.h documents for POSIX_FILE_DESCRIPTOR). Not charged: the exporting process holds the memory.
+SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                                   CUmemAllocationHandleType type) {
+  SIM_ENTER("cuMemImportFromShareableHandle");
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  const int source = static_cast<int>(reinterpret_cast<std::intptr_t>(os_handle));
+  struct stat st {};
+  if (source < 0 || fstat(source, &st) != 0 || st.st_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = fcntl(source, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  PhysicalHandle p;
+  p.fd = fd;
+  p.size = static_cast<std::uint64_t>(st.st_size);
+  p.posix_fd = true;
+  p.imported = true;
+  if (CUresult r = current_device(s, &p.device); r != CUDA_SUCCESS) p.device = 0;
+  const CUmemGenericAllocationHandle h = s.next_handle++;
+  s.handles[h] = p;
+  *handle = h;
   return CUDA_SUCCESS;
 }
 

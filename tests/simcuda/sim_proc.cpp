@@ -114,6 +114,8 @@ const Table& table() {
     add("cuPointerGetAttribute", 4000, address(cuPointerGetAttribute));
     add("cuPointerGetAttributes", 7000, address(cuPointerGetAttributes));
     add("cuMemRetainAllocationHandle", 11000, address(cuMemRetainAllocationHandle));
+    add("cuMemExportToShareableHandle", 10020, address(cuMemExportToShareableHandle));
+    add("cuMemImportFromShareableHandle", 10020, address(cuMemImportFromShareableHandle));
     add("cuMemGetHandleForAddressRange", 11070, address(cuMemGetHandleForAddressRange));
     add("cuIpcGetMemHandle", 4010, address(cuIpcGetMemHandle));
 

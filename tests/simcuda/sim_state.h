@@ -110,6 +110,9 @@ struct PhysicalHandle {
   int mappings = 0;
   int retains = 0;        // cuMemRetainAllocationHandle references not yet released
   bool released = false;  // the creator's reference released; freed once no mapping or retain is left
+  bool posix_fd = false;  // created with requestedHandleTypes POSIX_FILE_DESCRIPTOR: exportable as an fd
+  bool rdma = false;      // created with allocFlags.gpuDirectRDMACapable
+  bool imported = false;  // cuMemImportFromShareableHandle: the exporting process holds (and is charged) it
 };
 
 struct Reservation {

@@ -499,6 +499,39 @@ void add_memory_cases(std::vector<Case>& c) {
                                                CUmemGenericAllocationHandle h = 0;
                                                return f(&h, nullptr);
                                              });
+  // e.handle was created without requestedHandleTypes: nothing to export.
+  add<decltype(cuMemExportToShareableHandle)>(
+      c, {"cuMemExportToShareableHandle"}, "NULL output", kValue,
+      [](auto f, Env& e) { return f(nullptr, e.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); });
+  add<decltype(cuMemExportToShareableHandle)>(
+      c, {"cuMemExportToShareableHandle"}, "unknown handle", kValue, [](auto f, Env& e) {
+        int fd = -1;
+        return f(&fd, e.handle + 1000, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      });
+  add<decltype(cuMemExportToShareableHandle)>(c, {"cuMemExportToShareableHandle"}, "a type not requested", kValue,
+                                              [](auto f, Env& e) {
+                                                int fd = -1;
+                                                return f(&fd, e.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+                                              });
+  add<decltype(cuMemExportToShareableHandle)>(c, {"cuMemExportToShareableHandle"}, "unknown flags", kValue,
+                                              [](auto f, Env& e) {
+                                                int fd = -1;
+                                                return f(&fd, e.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1);
+                                              });
+  add<decltype(cuMemImportFromShareableHandle)>(
+      c, {"cuMemImportFromShareableHandle"}, "NULL handle", kValue, [](auto f, Env&) {
+        return f(nullptr, reinterpret_cast<void*>(std::intptr_t{0}), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      });
+  add<decltype(cuMemImportFromShareableHandle)>(
+      c, {"cuMemImportFromShareableHandle"}, "closed descriptor", kValue, [](auto f, Env&) {
+        CUmemGenericAllocationHandle h = 0;
+        return f(&h, reinterpret_cast<void*>(std::intptr_t{-1}), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      });
+  add<decltype(cuMemImportFromShareableHandle)>(
+      c, {"cuMemImportFromShareableHandle"}, "another handle type", kValue, [](auto f, Env&) {
+        CUmemGenericAllocationHandle h = 0;
+        return f(&h, reinterpret_cast<void*>(std::intptr_t{0}), CU_MEM_HANDLE_TYPE_FABRIC);
+      });
   add<decltype(cuMemGetHandleForAddressRange)>(
       c, {"cuMemGetHandleForAddressRange"}, "NULL handle", kValue,
       [](auto f, Env& e) { return f(nullptr, e.va, kGranule, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0); });
