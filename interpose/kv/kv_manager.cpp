@@ -201,22 +201,27 @@ void note_burst_write(KvState& k, std::uint64_t address, std::uint64_t bytes, co
 // A launch the driver cannot describe reaches every candidate.
 void note_burst_launch(KvState& k, const KernelLaunch& launch) {
   const LaunchParameters read = read_launch_parameters(launch);
-  if (read.known && policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
+  // The placements the launch reaches, not yet marked; the kernel's name is asked only when there are some.
+  std::vector<Placement*> reached;
   for (auto& slot : k.devices) {
     if (!slot || !slot->arena || slot->deferred || slot->committed) continue;
     const KvArena& arena = *slot->arena;
-    auto mark = [&](std::uint64_t address) {
+    auto reach = [&](std::uint64_t address) {
       for (Placement& r : slot->regions)
-        if (r.written_by == nullptr && r.base <= address && address < r.base + arena.region_bytes(r.base))
-          r.written_by =
-              read.known ? "a kernel launch (not PyTorch's zero fill)" : "a kernel launch kvremap cannot read";
+        if (r.written_by == nullptr && r.base <= address && address < r.base + arena.region_bytes(r.base) &&
+            std::find(reached.begin(), reached.end(), &r) == reached.end())
+          reached.push_back(&r);
     };
     if (!read.known) {
-      for (const Placement& r : slot->regions) mark(r.base);
+      for (const Placement& r : slot->regions) reach(r.base);
       continue;
     }
-    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(), mark);
+    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(), reach);
   }
+  if (reached.empty()) return;
+  if (read.known && policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
+  for (Placement* r : reached)
+    r->written_by = read.known ? "a kernel launch (not PyTorch's zero fill)" : "a kernel launch kvremap cannot read";
 }
 
 // Whether a launch after the deferral reaches a deferred KV tensor of `d`, by the addresses its
