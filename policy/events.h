@@ -39,6 +39,9 @@ struct MemoryQuery {
   std::uint64_t driver_total = 0;
   std::uint64_t returned_free = 0;
   std::uint64_t returned_total = 0;
+  // Bytes the process copied into device memory (1D copies to a device pointer) since this device's
+  // previous query: weights arrive by copies, communication buffers do not. nullopt where unknown.
+  std::optional<std::uint64_t> copied_to_device_bytes;
 };
 
 struct CaptureBegin {

@@ -115,7 +115,10 @@ std::optional<PhaseChange> PhaseTracker::on_alloc(const Event& event, const Allo
 }
 
 std::optional<PhaseChange> PhaseTracker::on_query(const Event&, const MemoryQuery& query) {
-  const bool weights_query = phase_ == Phase::loading && queries_ > 0 && bytes_since_query_ >= rules_.weights_min_bytes;
+  const bool written = !query.copied_to_device_bytes || *query.copied_to_device_bytes >= rules_.weights_min_bytes ||
+                       kernels_since_query_ >= rules_.profiling_min_kernels;
+  const bool weights_query =
+      phase_ == Phase::loading && queries_ > 0 && bytes_since_query_ >= rules_.weights_min_bytes && written;
   if (phase_ == Phase::loading && weights_in_) sizing_query_seen_ = true;
   if (weights_query) weights_in_ = true;
   if (phase_ == Phase::profiling) profiling_query_seen_ = true;

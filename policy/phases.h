@@ -51,7 +51,12 @@ struct PhaseChange {
 // Rules, one transition each; phases only move forward and serving is final.
 //  init -> loading: the first allocation.
 //  loading: the first memory query is the baseline. A later query with >= weights_min_bytes allocated
-//    since the query before it is the post-weights query; weight-sized runs of identical tensors
+//    since the query before it, and written since then — >= weights_min_bytes copied into device
+//    memory, or profiling_min_kernels kernel launches (dummy weights are initialised by kernels) —
+//    is the post-weights query. Allocations nothing wrote are not weights: SGLang queries right after
+//    its NCCL initialisation (model_runner.py:1350, pre_model_load_memory), whose buffers are
+//    cudaMallocs of 64 MiB and more with NCCL_CUMEM_ENABLE=0, and then twice more before its weights.
+//    Weight-sized runs of identical tensors
 //    (MoE experts) come before it and can never be taken for KV. In loading, the KV window opens at
 //    the next query (SGLang queries when loading ends and again to size its pool), not at the
 //    post-weights query itself: that one is vLLM's "before profile" query, and the profiling
@@ -110,8 +115,7 @@ class PhaseTracker {
   // matters (the weights rule sums bytes between queries): the interposer adds sizes up without
   // taking its lock and folds the sum in with observe_allocated_bytes() before the next event.
   bool needs_each_allocation() const {
-    return phase_ == Phase::init ||
-           (open_captures_.empty() && (kv_eligible() || phase_ == Phase::kv_allocation));
+    return phase_ == Phase::init || (open_captures_.empty() && (kv_eligible() || phase_ == Phase::kv_allocation));
   }
   // Allocations of `bytes` in total, none of which needed observing on its own, the last at time_ns.
   void observe_allocated_bytes(std::uint64_t bytes, std::uint64_t time_ns);
@@ -165,9 +169,9 @@ class PhaseTracker {
   std::uint32_t kernels_since_query_ = 0;
   std::uint64_t first_kernel_since_query_ns_ = 0;
   std::uint64_t last_query_free_ = 0;
-  bool weights_in_ = false;            // the post-weights query has been seen
-  bool sizing_query_seen_ = false;     // loading: a query the KV cache may be sized from (see kv_eligible)
-  bool profiling_query_seen_ = false;  // a query was taken during profiling: KV may follow
+  bool weights_in_ = false;                    // the post-weights query has been seen
+  bool sizing_query_seen_ = false;             // loading: a query the KV cache may be sized from (see kv_eligible)
+  bool profiling_query_seen_ = false;          // a query was taken during profiling: KV may follow
   std::uint32_t eager_kernels_in_window_ = 0;  // launches outside captures while the KV window was open
   bool kv_window_closed_ = false;              // a forward pass ran in the window: no KV burst now
   std::uint32_t queries_in_window_ = 0;        // memory queries since the window opened

@@ -129,8 +129,13 @@ void Engine::init() {
                   o_.gpu_memory_utilization, gib(static_cast<double>(requested_)).c_str());
     throw EngineExit(kExitRefused, text);
   }
-  // SGLang initialises NCCL (and its custom all-reduce buffers) before loading weights.
-  if (o_.kind == EngineKind::sglang) grow_non_torch();
+  // SGLang initialises NCCL (and its custom all-reduce buffers) before loading weights, then takes
+  // pre_model_load_memory: a query, the minimum over ranks, then the local one (model_runner.py:1350-1375).
+  if (o_.kind == EngineKind::sglang) {
+    grow_non_torch();
+    query_free();
+    query_free();
+  }
 }
 
 void Engine::grow_non_torch() {
@@ -144,13 +149,28 @@ void Engine::load_weights() {
   begin_phase("loading");
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = alloc_->memory_allocated();
-  // Contents are never touched: on the simulator untouched device memory costs no RAM, and the
-  // run never reads weights (there is no model, only its memory footprint).
+  // SGLang logs the memory free before and after its weights ("Load weight begin/end. avail mem"),
+  // each a query of its own (and one more before the first: its memory checks around load_model).
+  if (o_.kind == EngineKind::sglang) {
+    query_free();
+    query_free();
+  }
   for (const TensorSpec& t : s_.global_tensors)
     for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
   for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
     for (const TensorSpec& t : s_.per_layer_tensors)
       for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
+  // The checkpoint's bytes arrive by host-to-device copies (load_state_dict). The run never reads
+  // weights (there is no model, only its memory footprint), so the first MiB of each tensor, 96 MiB
+  // in all, stands for them: on the simulator untouched device memory costs no RAM.
+  const std::vector<char> chunk(1u << 20, 1);
+  std::uint64_t copied = 0;
+  for (const Tensor& w : weights_) {
+    if (copied >= (96u << 20)) break;
+    const std::uint64_t n = std::min<std::uint64_t>(w.bytes, chunk.size());
+    VLLM_LIKE_CHECK(cudaMemcpy(w.ptr, chunk.data(), n, cudaMemcpyHostToDevice));
+    copied += n;
+  }
   weights_bytes_ = alloc_->memory_allocated() - before;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("vllm_like: phase loading: Model loading took %s GiB and %.3f seconds (%zu tensors, %llu cudaMalloc)\n",

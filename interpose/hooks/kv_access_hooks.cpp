@@ -13,6 +13,7 @@
 #include "interpose/hooks/driver_hooks.h"
 #include "interpose/hooks/hook_enter.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/track/tracker.h"
 
 using namespace kvremap::interpose;
 
@@ -103,6 +104,11 @@ void touch_3d_batch(size_t count, const CUDA_MEMCPY3D_BATCH_OP* ops, const char*
   }
 }
 
+// A copy into memory addressed by a device pointer counts toward the weights rule (policy/phases.h);
+// a copy to host memory does not.
+void note_copy(CUdeviceptr, std::uint64_t bytes) { on_copy_into_device(bytes); }
+void note_copy(const void*, std::uint64_t) {}
+
 // A driver refusal of an export or handle of KV memory: the engine's own cudaMalloc might have been
 // accepted, so the error is kvremap's to explain — once per function (its own `explained` flag),
 // naming what would work.
@@ -116,16 +122,18 @@ void explain_refusal(CUresult r, std::uint64_t address, const char* api, std::at
 
 }  // namespace
 
-#define KVREMAP_COPY_HOOK(exp, dst_t, src_t)                       \
-  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes) {  \
-    KVREMAP_ENTER(exp, dst, src, bytes);                           \
-    kv_touch(as_address(dst), bytes, #exp);                        \
-    kv_touch(as_address(src), bytes, #exp);                        \
-    return real(dst, src, bytes);                                  \
+#define KVREMAP_COPY_HOOK(exp, dst_t, src_t)                      \
+  KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, src, bytes);                          \
+    note_copy(dst, bytes);                                        \
+    kv_touch(as_address(dst), bytes, #exp);                       \
+    kv_touch(as_address(src), bytes, #exp);                       \
+    return real(dst, src, bytes);                                 \
   }
 #define KVREMAP_COPY_ASYNC_HOOK(exp, dst_t, src_t)                                 \
   KVREMAP_HOOK CUresult exp(dst_t dst, src_t src, size_t bytes, CUstream stream) { \
     KVREMAP_ENTER(exp, dst, src, bytes, stream);                                   \
+    note_copy(dst, bytes);                                                         \
     kv_touch(as_address(dst), bytes, #exp);                                        \
     kv_touch(as_address(src), bytes, #exp);                                        \
     return real(dst, src, bytes, stream);                                          \
@@ -148,38 +156,37 @@ KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2, CUdeviceptr, CUdeviceptr)
 KVREMAP_COPY_ASYNC_HOOK(cuMemcpyDtoDAsync_v2_ptsz, CUdeviceptr, CUdeviceptr)
 
 // Copies between a device pointer and a CUDA array: only the pointer side can be KV.
-#define KVREMAP_TO_ARRAY_HOOK(exp)                                                            \
-  KVREMAP_HOOK CUresult exp(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {     \
-    KVREMAP_ENTER(exp, dst, offset, src, bytes);                                              \
-    kv_touch(src, bytes, #exp);                                                               \
-    return real(dst, offset, src, bytes);                                                     \
+#define KVREMAP_TO_ARRAY_HOOK(exp)                                                       \
+  KVREMAP_HOOK CUresult exp(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, offset, src, bytes);                                         \
+    kv_touch(src, bytes, #exp);                                                          \
+    return real(dst, offset, src, bytes);                                                \
   }
 KVREMAP_TO_ARRAY_HOOK(cuMemcpyDtoA_v2)
 KVREMAP_TO_ARRAY_HOOK(cuMemcpyDtoA_v2_ptds)
-#define KVREMAP_FROM_ARRAY_HOOK(exp)                                                          \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) {     \
-    KVREMAP_ENTER(exp, dst, src, offset, bytes);                                              \
-    kv_touch(dst, bytes, #exp);                                                               \
-    return real(dst, src, offset, bytes);                                                     \
+#define KVREMAP_FROM_ARRAY_HOOK(exp)                                                     \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, src, offset, bytes);                                         \
+    kv_touch(dst, bytes, #exp);                                                          \
+    return real(dst, src, offset, bytes);                                                \
   }
 KVREMAP_FROM_ARRAY_HOOK(cuMemcpyAtoD_v2)
 KVREMAP_FROM_ARRAY_HOOK(cuMemcpyAtoD_v2_ptds)
 
-#define KVREMAP_PEER_COPY_HOOK(exp)                                                                      \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,      \
-                            size_t bytes) {                                                              \
-    KVREMAP_ENTER(exp, dst, dst_ctx, src, src_ctx, bytes);                                               \
-    kv_touch(dst, bytes, #exp);                                                                          \
-    kv_touch(src, bytes, #exp);                                                                          \
-    return real(dst, dst_ctx, src, src_ctx, bytes);                                                      \
+#define KVREMAP_PEER_COPY_HOOK(exp)                                                                                 \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes) { \
+    KVREMAP_ENTER(exp, dst, dst_ctx, src, src_ctx, bytes);                                                          \
+    kv_touch(dst, bytes, #exp);                                                                                     \
+    kv_touch(src, bytes, #exp);                                                                                     \
+    return real(dst, dst_ctx, src, src_ctx, bytes);                                                                 \
   }
-#define KVREMAP_PEER_COPY_ASYNC_HOOK(exp)                                                                \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,      \
-                            size_t bytes, CUstream stream) {                                             \
-    KVREMAP_ENTER(exp, dst, dst_ctx, src, src_ctx, bytes, stream);                                       \
-    kv_touch(dst, bytes, #exp);                                                                          \
-    kv_touch(src, bytes, #exp);                                                                          \
-    return real(dst, dst_ctx, src, src_ctx, bytes, stream);                                              \
+#define KVREMAP_PEER_COPY_ASYNC_HOOK(exp)                                                                         \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes, \
+                            CUstream stream) {                                                                    \
+    KVREMAP_ENTER(exp, dst, dst_ctx, src, src_ctx, bytes, stream);                                                \
+    kv_touch(dst, bytes, #exp);                                                                                   \
+    kv_touch(src, bytes, #exp);                                                                                   \
+    return real(dst, dst_ctx, src, src_ctx, bytes, stream);                                                       \
   }
 KVREMAP_PEER_COPY_HOOK(cuMemcpyPeer)
 KVREMAP_PEER_COPY_HOOK(cuMemcpyPeer_ptds)
@@ -187,17 +194,17 @@ KVREMAP_PEER_COPY_ASYNC_HOOK(cuMemcpyPeerAsync)
 KVREMAP_PEER_COPY_ASYNC_HOOK(cuMemcpyPeerAsync_ptsz)
 
 // Strided copies described by a parameter struct.
-#define KVREMAP_STRUCT_COPY_HOOK(exp, param_t, touch)   \
-  KVREMAP_HOOK CUresult exp(const param_t* copy) {      \
-    KVREMAP_ENTER(exp, copy);                           \
-    touch(copy, #exp);                                  \
-    return real(copy);                                  \
+#define KVREMAP_STRUCT_COPY_HOOK(exp, param_t, touch) \
+  KVREMAP_HOOK CUresult exp(const param_t* copy) {    \
+    KVREMAP_ENTER(exp, copy);                         \
+    touch(copy, #exp);                                \
+    return real(copy);                                \
   }
-#define KVREMAP_STRUCT_COPY_ASYNC_HOOK(exp, param_t, touch)            \
-  KVREMAP_HOOK CUresult exp(const param_t* copy, CUstream stream) {    \
-    KVREMAP_ENTER(exp, copy, stream);                                  \
-    touch(copy, #exp);                                                 \
-    return real(copy, stream);                                         \
+#define KVREMAP_STRUCT_COPY_ASYNC_HOOK(exp, param_t, touch)         \
+  KVREMAP_HOOK CUresult exp(const param_t* copy, CUstream stream) { \
+    KVREMAP_ENTER(exp, copy, stream);                               \
+    touch(copy, #exp);                                              \
+    return real(copy, stream);                                      \
   }
 KVREMAP_STRUCT_COPY_HOOK(cuMemcpy2D_v2, CUDA_MEMCPY2D, touch_2d)
 KVREMAP_STRUCT_COPY_HOOK(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, touch_2d)
@@ -215,37 +222,37 @@ KVREMAP_STRUCT_COPY_ASYNC_HOOK(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, touch_3d
 KVREMAP_STRUCT_COPY_ASYNC_HOOK(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, touch_3d)
 
 // Batched copies: the CUDA 13 ABI, and the CUDA 12.8 one that also reports the failing index.
-#define KVREMAP_BATCH_COPY_HOOK(exp)                                                                           \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,                 \
+#define KVREMAP_BATCH_COPY_HOOK(exp)                                                                               \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,                     \
                             CUmemcpyAttributes* attrs, size_t* attr_indices, size_t attr_count, CUstream stream) { \
-    KVREMAP_ENTER(exp, dsts, srcs, sizes, count, attrs, attr_indices, attr_count, stream);                     \
-    touch_batch(dsts, srcs, sizes, count, #exp);                                                               \
-    return real(dsts, srcs, sizes, count, attrs, attr_indices, attr_count, stream);                            \
+    KVREMAP_ENTER(exp, dsts, srcs, sizes, count, attrs, attr_indices, attr_count, stream);                         \
+    touch_batch(dsts, srcs, sizes, count, #exp);                                                                   \
+    return real(dsts, srcs, sizes, count, attrs, attr_indices, attr_count, stream);                                \
   }
-#define KVREMAP_BATCH_COPY_12080_HOOK(exp)                                                                     \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,                 \
-                            CUmemcpyAttributes* attrs, size_t* attr_indices, size_t attr_count, size_t* failed,   \
-                            CUstream stream) {                                                                 \
-    KVREMAP_ENTER(exp, dsts, srcs, sizes, count, attrs, attr_indices, attr_count, failed, stream);             \
-    touch_batch(dsts, srcs, sizes, count, #exp);                                                               \
-    return real(dsts, srcs, sizes, count, attrs, attr_indices, attr_count, failed, stream);                    \
+#define KVREMAP_BATCH_COPY_12080_HOOK(exp)                                                                      \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,                  \
+                            CUmemcpyAttributes* attrs, size_t* attr_indices, size_t attr_count, size_t* failed, \
+                            CUstream stream) {                                                                  \
+    KVREMAP_ENTER(exp, dsts, srcs, sizes, count, attrs, attr_indices, attr_count, failed, stream);              \
+    touch_batch(dsts, srcs, sizes, count, #exp);                                                                \
+    return real(dsts, srcs, sizes, count, attrs, attr_indices, attr_count, failed, stream);                     \
   }
 KVREMAP_BATCH_COPY_HOOK(cuMemcpyBatchAsync_v2)
 KVREMAP_BATCH_COPY_HOOK(cuMemcpyBatchAsync_v2_ptsz)
 KVREMAP_BATCH_COPY_12080_HOOK(cuMemcpyBatchAsync)
 KVREMAP_BATCH_COPY_12080_HOOK(cuMemcpyBatchAsync_ptsz)
-#define KVREMAP_3D_BATCH_COPY_HOOK(exp)                                                                        \
+#define KVREMAP_3D_BATCH_COPY_HOOK(exp)                                                                             \
   KVREMAP_HOOK CUresult exp(size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags, CUstream stream) { \
-    KVREMAP_ENTER(exp, count, ops, flags, stream);                                                             \
-    touch_3d_batch(count, ops, #exp);                                                                          \
-    return real(count, ops, flags, stream);                                                                    \
+    KVREMAP_ENTER(exp, count, ops, flags, stream);                                                                  \
+    touch_3d_batch(count, ops, #exp);                                                                               \
+    return real(count, ops, flags, stream);                                                                         \
   }
-#define KVREMAP_3D_BATCH_COPY_12080_HOOK(exp)                                                                  \
-  KVREMAP_HOOK CUresult exp(size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* failed, unsigned long long flags,  \
-                            CUstream stream) {                                                                 \
-    KVREMAP_ENTER(exp, count, ops, failed, flags, stream);                                                     \
-    touch_3d_batch(count, ops, #exp);                                                                          \
-    return real(count, ops, failed, flags, stream);                                                            \
+#define KVREMAP_3D_BATCH_COPY_12080_HOOK(exp)                                                                    \
+  KVREMAP_HOOK CUresult exp(size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* failed, unsigned long long flags, \
+                            CUstream stream) {                                                                   \
+    KVREMAP_ENTER(exp, count, ops, failed, flags, stream);                                                       \
+    touch_3d_batch(count, ops, #exp);                                                                            \
+    return real(count, ops, failed, flags, stream);                                                              \
   }
 KVREMAP_3D_BATCH_COPY_HOOK(cuMemcpy3DBatchAsync_v2)
 KVREMAP_3D_BATCH_COPY_HOOK(cuMemcpy3DBatchAsync_v2_ptsz)
@@ -253,30 +260,30 @@ KVREMAP_3D_BATCH_COPY_12080_HOOK(cuMemcpy3DBatchAsync)
 KVREMAP_3D_BATCH_COPY_12080_HOOK(cuMemcpy3DBatchAsync_ptsz)
 
 // Memsets of 1, 2 and 4-byte elements, plain and 2D.
-#define KVREMAP_MEMSET_HOOK(exp, value_t)                                         \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count) {       \
-    KVREMAP_ENTER(exp, dst, value, count);                                        \
-    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0);      \
-    return real(dst, value, count);                                               \
+#define KVREMAP_MEMSET_HOOK(exp, value_t)                                    \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count) {  \
+    KVREMAP_ENTER(exp, dst, value, count);                                   \
+    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0); \
+    return real(dst, value, count);                                          \
   }
-#define KVREMAP_MEMSET_ASYNC_HOOK(exp, value_t)                                                  \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count, CUstream stream) {     \
-    KVREMAP_ENTER(exp, dst, value, count, stream);                                               \
-    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0);                     \
-    return real(dst, value, count, stream);                                                      \
+#define KVREMAP_MEMSET_ASYNC_HOOK(exp, value_t)                                              \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, value_t value, size_t count, CUstream stream) { \
+    KVREMAP_ENTER(exp, dst, value, count, stream);                                           \
+    kv_touch(dst, saturating_mul(count, sizeof(value_t)), #exp, value == 0);                 \
+    return real(dst, value, count, stream);                                                  \
   }
-#define KVREMAP_MEMSET_2D_HOOK(exp, value_t)                                                                    \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height) {        \
-    KVREMAP_ENTER(exp, dst, pitch, value, width, height);                                                       \
+#define KVREMAP_MEMSET_2D_HOOK(exp, value_t)                                                                      \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height) {          \
+    KVREMAP_ENTER(exp, dst, pitch, value, width, height);                                                         \
     kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp, value == 0); \
-    return real(dst, pitch, value, width, height);                                                              \
+    return real(dst, pitch, value, width, height);                                                                \
   }
-#define KVREMAP_MEMSET_2D_ASYNC_HOOK(exp, value_t)                                                              \
-  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height,          \
-                            CUstream stream) {                                                                  \
-    KVREMAP_ENTER(exp, dst, pitch, value, width, height, stream);                                               \
+#define KVREMAP_MEMSET_2D_ASYNC_HOOK(exp, value_t)                                                                \
+  KVREMAP_HOOK CUresult exp(CUdeviceptr dst, size_t pitch, value_t value, size_t width, size_t height,            \
+                            CUstream stream) {                                                                    \
+    KVREMAP_ENTER(exp, dst, pitch, value, width, height, stream);                                                 \
     kv_touch(dst, strided_extent(saturating_mul(width, sizeof(value_t)), height, 1, pitch, 0), #exp, value == 0); \
-    return real(dst, pitch, value, width, height, stream);                                                      \
+    return real(dst, pitch, value, width, height, stream);                                                        \
   }
 KVREMAP_MEMSET_HOOK(cuMemsetD8_v2, unsigned char)
 KVREMAP_MEMSET_HOOK(cuMemsetD8_v2_ptds, unsigned char)

@@ -317,7 +317,7 @@ KVREMAP_HOT_PATH void on_alloc(std::uint64_t ptr, std::uint64_t bytes, AllocKind
         // Large allocations name their caller: the record's line, formatted here, plus that string.
         const std::string caller = caller_object(return_address);
         trace_events::hot_line(HotRecord{now, ptr, api, packed}, caller.empty() ? nullptr : caller.c_str(),
-                      fits ? nullptr : &bytes);
+                               fits ? nullptr : &bytes);
         note_caller(static_cast<int>(held_of(kind)), ptr, device, bytes, caller);
       }
     }
@@ -362,7 +362,8 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
       return;
     }
     account_free(st, live.device, live.category, live.bytes);
-    if (KVREMAP_UNLIKELY(live.bytes >= stack_min_bytes_option())) forget_caller(static_cast<int>(ticket.held), ticket.key);
+    if (KVREMAP_UNLIKELY(live.bytes >= stack_min_bytes_option()))
+      forget_caller(static_cast<int>(ticket.held), ticket.key);
     if (KVREMAP_UNLIKELY(ticket.held == Held::kGraphExec)) {
       trace_events::held_object_destroyed(trace_events::HeldObject::graph_exec, api, ticket.key, live.bytes,
                                           live.device);
@@ -379,8 +380,9 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
       if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
         trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
       } else {
-        trace_events::hot_line(HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)},
-                      nullptr, &live.bytes);
+        trace_events::hot_line(
+            HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)}, nullptr,
+            &live.bytes);
       }
     }
     emit_counter(st, live.device, false, now);  // frees never move the phase: no tracker call on this hot path
@@ -433,15 +435,17 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
         d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
         d.sizing_driver_free.store(driver_free);
       }
-      query = {S().checkpoints.size(), api,           device,
-               driver_free,            driver_total,  returned_free,
-               returned_total,         tracker ? tracker->current() : policy::Phase::init,
-               trace_now_ns()};
+      query = {
+          S().checkpoints.size(), api,           device,         driver_free,
+          driver_total,           returned_free, returned_total, tracker ? tracker->current() : policy::Phase::init,
+          trace_now_ns()};
       S().checkpoints.push_back(query);
     }
     trace_events::memory_query(query);
     emit_counter(device, true);
-    feed_phase(device, policy::MemoryQuery{driver_free, driver_total, returned_free, returned_total});
+    const std::uint64_t copied_now = S().copied_to_device.load(std::memory_order_relaxed);
+    const std::uint64_t copied = copied_now - d.copied_at_query.exchange(copied_now);
+    feed_phase(device, policy::MemoryQuery{driver_free, driver_total, returned_free, returned_total, copied});
     // After feed_phase, which shows the tracker the launches since the last event: the query that
     // ends the profiling forward is the one that moves the phase to profiling.
     if (static_cast<policy::Phase>(d.phase_now.load()) == policy::Phase::profiling && transient > 0)
@@ -497,8 +501,8 @@ void on_capture_end(std::uint64_t stream, bool ok) {
     }
     if (ended->mode == 0) S().global_captures.fetch_sub(1);
     const std::uint64_t end_ns = std::max(trace().fence_thread(trace_now_ns(), ended->tid), ended->begin_ns);
-    trace_events::capture_ended({ended->id, stream, ended->mode, ok, ended->allocated, ended->tid, ended->begin_ns,
-                                 end_ns, interleaved});
+    trace_events::capture_ended(
+        {ended->id, stream, ended->mode, ok, ended->allocated, ended->tid, ended->begin_ns, end_ns, interleaved});
     feed_phase(device, policy::CaptureEnd{ended->id, ok});
   });
 }
@@ -528,6 +532,14 @@ void on_kernel_launch() {
   S().kernel_launches.fetch_add(1, std::memory_order_relaxed);
   if (S().all_serving.load(std::memory_order_relaxed)) return;
   S().devices[static_cast<std::size_t>(t_hot.last_device)].pending_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void on_copy_into_device(std::uint64_t bytes) {
+  // Only the loading phase asks (the weights rule): later copies cost one load.
+  const auto phase = static_cast<policy::Phase>(
+      S().devices[static_cast<std::size_t>(t_hot.last_device)].phase_now.load(std::memory_order_relaxed));
+  if (phase > policy::Phase::loading) return;
+  S().copied_to_device.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api) {

@@ -68,6 +68,8 @@ bool free_device_bytes(std::uint64_t* free_bytes);
 void on_graph_instantiate(std::uint64_t exec, std::uint64_t bytes, const char* api);
 void on_graph_launch();
 void on_kernel_launch();
+// A 1D copy of `bytes` into memory addressed by a device pointer (weights arrive so; policy/phases.h).
+void on_copy_into_device(std::uint64_t bytes);
 void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api);
 
 // What the KV manager needs from phase inference, for `device`.
@@ -77,7 +79,7 @@ bool kv_burst_recognised(int device);       // phase is kv_allocation or later
 // Every KV tensor of the device's burst was freed before its commit: phase inference looks for the KV
 // burst again (policy::PhaseTracker::rearm_kv).
 void rearm_kv_recognition(int device);
-bool capture_open();                        // any capture this thread or a global one is open
+bool capture_open();  // any capture this thread or a global one is open
 // The activation peak of the engine's profiling pass (its allocations above what was live at the
 // query before it), measured at the query that ended it; 0 if none was seen.
 std::uint64_t profiling_peak_bytes(int device);

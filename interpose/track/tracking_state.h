@@ -79,6 +79,8 @@ struct DeviceStats {
   std::atomic<std::int64_t> sizing_index{-1};
   std::atomic<std::uint8_t> sizing_phase{0};
   std::atomic<std::uint64_t> sizing_driver_free{0};
+  // State::copied_to_device at this device's previous memory query.
+  std::atomic<std::uint64_t> copied_at_query{0};
   // Phases (bit per policy::Phase) whose first out-of-memory error has been snapshotted.
   std::atomic<std::uint32_t> oom_phases{0};
 };
@@ -126,6 +128,8 @@ struct State {
   std::atomic<std::uint64_t> capture_count{0};
   std::atomic<std::uint64_t> graph_launches{0};
   std::atomic<std::uint64_t> kernel_launches{0};
+  // Bytes copied into device memory by 1D copies while loading (the weights rule of policy/phases.h).
+  std::atomic<std::uint64_t> copied_to_device{0};
   std::atomic<std::uint64_t> module_loads{0};
 };
 

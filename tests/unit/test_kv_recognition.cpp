@@ -21,7 +21,7 @@ class Startup {
     return next_ptr_;
   }
   void free_(std::uint64_t ptr, std::uint64_t bytes) { push(Free{ptr, bytes, Category::other}); }
-  void query(std::uint64_t free_bytes) { push(MemoryQuery{free_bytes, 80 * GiB, free_bytes, 80 * GiB}); }
+  void query(std::uint64_t free_bytes) { push(MemoryQuery{free_bytes, 80 * GiB, free_bytes, 80 * GiB, std::nullopt}); }
   void kernels(int n) {
     for (int i = 0; i < n; ++i) push(KernelLaunch{});
   }
@@ -57,9 +57,7 @@ class Startup {
   const std::vector<Event>& events() const { return events_; }
 
  private:
-  void push(EventKind kind) {
-    events_.push_back(Event{time_ns_ += 1'000'000, 1, 0, std::move(kind)});
-  }
+  void push(EventKind kind) { events_.push_back(Event{time_ns_ += 1'000'000, 1, 0, std::move(kind)}); }
   std::vector<Event> events_;
   std::uint64_t time_ns_ = 0;
   std::uint64_t next_ptr_ = 0x7f0000000000ull;
@@ -138,14 +136,15 @@ TEST(KvRecognition, VllmWithGraphMemoryEstimateDuringProfiling) {
   expect_vllm_recognition(r, recognise_kv(r.s.events(), {}));
 }
 
-// SGLang: weights, a query when loading ends and one to size the pool, the KV pool (k and v buffer per layer), then capture.
+// SGLang: weights, a query when loading ends and one to size the pool, the KV pool (k and v buffer per layer), then
+// capture.
 TEST(KvRecognition, SglangStartupFindsThePoolWithoutProfiling) {
   Startup s;
   s.query(79 * GiB);
   const auto weights = s.weights(4, 8, 512 * MiB);
   s.query(60 * GiB);  // "Load weight end ... avail mem"
   s.query(60 * GiB);  // profile_max_num_token: the sizing query
-  s.kernels(5);  // a few fill kernels, not a forward pass
+  s.kernels(5);       // a few fill kernels, not a forward pass
   std::vector<std::uint64_t> kv;
   for (int layer = 0; layer < 32; ++layer) {
     kv.push_back(s.zeros(1200 * MiB));

@@ -21,7 +21,7 @@ class Engine {
   void alloc(std::uint64_t bytes) { feed(Alloc{next_ptr_ += bytes, bytes, Category::other, "cudaMalloc"}); }
   void free_(std::uint64_t bytes) { feed(Free{next_ptr_, bytes, Category::other}); }
   void query(std::uint64_t free_bytes, std::uint64_t total = 80 * GiB) {
-    feed(MemoryQuery{free_bytes, total, free_bytes, total});
+    feed(MemoryQuery{free_bytes, total, free_bytes, total, std::nullopt});  // copies unknown: the rule as before
   }
   void kernels(int n) {
     for (int i = 0; i < n; ++i) feed(KernelLaunch{});
@@ -174,7 +174,7 @@ TEST(Phases, VllmGraphMemoryEstimateDuringProfilingStaysInProfiling) {
 // burst. Only the first query after the profiling forward may size the KV cache.
 void vllm_v1_graph_profiling(Engine& e) {
   for (int layer = 0; layer < 48; ++layer) e.zeros(4 * MiB);  // _init_minimal_kv_cache_for_profiling
-  for (int i = 0; i < 4; ++i) {                              // PIECEWISE, then FULL: two descriptors each
+  for (int i = 0; i < 4; ++i) {                               // PIECEWISE, then FULL: two descriptors each
     EXPECT_FALSE(e.tracker.next_query_may_size_kv());
     e.query(45 * GiB);
     e.alloc(1 * GiB);  // the warm-up's activations
@@ -290,18 +290,52 @@ TEST(Phases, SglangGoesFromLoadingStraightToKv) {
             (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup, P::capture, P::serving}));
 }
 
+// SGLang with TP > 1 as it starts today (ENGINES-2026.md sequence D, model_runner.py:1350-1375): a baseline,
+// NCCL's buffers (cudaMallocs with NCCL_CUMEM_ENABLE=0, hundreds of MiB), pre_model_load_memory (the minimum
+// over ranks, then the local query), two more queries before the weights, the weights copied in, "Load
+// weight end", the sizing query, the pool. NCCL's buffers are not weights: nothing was copied into them
+// and no forward ran, so the KV window stays shut while the weights load and opens after them.
+TEST(Phases, SglangNcclBuffersBeforeItsWeightsAreNotTheWeights) {
+  for (const bool dummy : {false, true}) {
+    SCOPED_TRACE(dummy ? "dummy weights, initialised by kernels" : "weights copied from the checkpoint");
+    Engine e;
+    auto query = [&](std::uint64_t free_bytes, std::uint64_t copied) {
+      e.feed(MemoryQuery{free_bytes, 80 * GiB, free_bytes, 80 * GiB, copied});
+    };
+    query(79 * GiB, 0);                              // baseline
+    for (int i = 0; i < 3; ++i) e.alloc(256 * MiB);  // NCCL buffers and custom all-reduce
+    e.kernels(3);                                    // a barrier all-reduce
+    for (int i = 0; i < 4; ++i) query(78 * GiB, 0);  // pre_model_load (min, local), load weight begin
+    EXPECT_FALSE(e.tracker.kv_window()) << "the NCCL buffers are not the weights";
+    e.alloc(300 * MiB);  // embedding
+    for (int layer = 0; layer < 48; ++layer) {
+      e.alloc(48 * MiB);
+      for (int expert = 0; expert < 4; ++expert) e.alloc(112 * MiB);  // identical expert tensors
+      EXPECT_FALSE(e.tracker.kv_window()) << "no weight is a KV candidate";
+    }
+    if (dummy) e.kernels(500);              // initialize_dummy_weights: one kernel per tensor
+    query(50 * GiB, dummy ? 0 : 24 * GiB);  // "Load weight end"
+    query(50 * GiB, 0);                     // the sizing query
+    EXPECT_TRUE(e.tracker.kv_window());
+    for (int i = 0; i < 2 * 48; ++i) e.zeros(400 * MiB);  // k_buffer and v_buffer per layer
+    e.alloc(32 * MiB);                                    // cuBLAS workspace
+    EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup}));
+    EXPECT_EQ(e.tracker.kv_tensor_bytes(), 400 * MiB);
+  }
+}
+
 // SGLang --enable-unified-memory: one torch.empty byte buffer for the whole pool
 // (mem_cache/unified_memory_pool.py:216), no fill kernel; a large req_to_token (long context) before it.
 TEST(Phases, SglangUnifiedPoolInOneAllocationIsTheBurst) {
   Engine e;
   e.query(79 * GiB);
   e.load_weights();
-  e.query(50 * GiB);      // "Load weight end"
-  e.query(50 * GiB);      // profile_max_num_token
-  e.zeros(2 * GiB);       // req_to_token_pool: int32 (max_reqs + 1) x context, 4% of the free memory
+  e.query(50 * GiB);  // "Load weight end"
+  e.query(50 * GiB);  // profile_max_num_token
+  e.zeros(2 * GiB);   // req_to_token_pool: int32 (max_reqs + 1) x context, 4% of the free memory
   EXPECT_EQ(e.tracker.current(), P::loading);
-  e.alloc(40 * GiB);      // the unified pool
-  e.alloc(64 * MiB);      // the multi-ended allocator's free lists
+  e.alloc(40 * GiB);  // the unified pool
+  e.alloc(64 * MiB);  // the multi-ended allocator's free lists
   EXPECT_EQ(e.tracker.kv_tensor_bytes(), 40 * GiB);
   EXPECT_EQ(e.path(), (std::vector<Phase>{P::init, P::loading, P::kv_allocation, P::post_kv_warmup}));
 }
@@ -490,10 +524,10 @@ TEST(Phases, AForwardPassAfterTheSizingQueryClosesTheKvWindow) {
   EXPECT_TRUE(e.tracker.kv_window());
   EXPECT_FALSE(e.tracker.kv_window_after(100)) << "launches not yet observed count";
   EXPECT_TRUE(e.tracker.kv_window_after(10));
-  e.kernels(100);     // dummy runs for the compile sizes
+  e.kernels(100);  // dummy runs for the compile sizes
   EXPECT_FALSE(e.tracker.kv_window());
   for (int i = 0; i < 4; ++i) e.alloc(1 * GiB);  // activation buffers of one size
-  e.query(4 * GiB);   // a later query does not open it again
+  e.query(4 * GiB);                              // a later query does not open it again
   for (int i = 0; i < 4; ++i) e.alloc(1 * GiB);
   EXPECT_FALSE(e.tracker.kv_window());
   EXPECT_EQ(e.tracker.kv_tensor_bytes(), 0u);
