@@ -232,6 +232,7 @@ TEST_F(Tracker, ThePhaseFeedRecognisesAKvBurst) {
   on_alloc(0x10000, 1 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, kQueryDevice);
   on_memory_query("cudaMemGetInfo", 79 * kGiB, 80 * kGiB, 79 * kGiB, 80 * kGiB);
   on_alloc(0x20000, 2 * kGiB, AllocKind::kPlain, "cudaMalloc", nullptr, kQueryDevice);
+  on_copy_into_device(2 * kGiB);  // the weights, copied in from the checkpoint
   on_memory_query("cudaMemGetInfo", 77 * kGiB, 80 * kGiB, 77 * kGiB, 80 * kGiB);
   EXPECT_FALSE(kv_burst_recognised(kQueryDevice));
   on_memory_query("cudaMemGetInfo", 77 * kGiB, 80 * kGiB, 77 * kGiB, 80 * kGiB);
