@@ -78,11 +78,8 @@ CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream, KvReach reach
       return CommitReason::none;
     case TriggerMode::automatic:
       if (!config_.graphs_expected) return CommitReason::launch_without_graphs;
-      if (!captured()) {
-        if (!config_.serving_port_commits && reach != KvReach::none) return CommitReason::kv_launch_before_capture;
-        return CommitReason::none;
-      }
-      if (is_capture_stream(stream)) return CommitReason::none;
+      if (needs_kernel_reach() && reach != KvReach::none) return CommitReason::kv_launch_before_capture;
+      if (!captured() || is_capture_stream(stream)) return CommitReason::none;
       return CommitReason::launch_off_capture_streams;
   }
   return CommitReason::none;

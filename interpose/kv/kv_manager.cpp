@@ -172,56 +172,62 @@ void warn_if_nothing_deferred(KvState& k) {
   kv_event([&] { trace_events::kv_nothing_deferred(why); });
 }
 
+// Whether placement `r` of `arena` shares a byte with [address, address + bytes) (at least one byte).
+bool overlaps(const KvArena& arena, const Placement& r, std::uint64_t address, std::uint64_t bytes) {
+  return address < r.base + arena.region_bytes(r.base) && r.base < address + std::max<std::uint64_t>(bytes, 1);
+}
+
 DeviceKv* device_holding(KvState& k, std::uint64_t address, std::uint64_t bytes) {
   for (auto& slot : k.devices) {
     if (!slot || !slot->arena || !slot->deferred || slot->committed) continue;
-    for (const Placement& r : slot->regions) {
-      if (!r.kv) continue;
-      const std::uint64_t size = slot->arena->region_bytes(r.base);
-      if (address < r.base + size && r.base < address + std::max<std::uint64_t>(bytes, 1)) return slot.get();
-    }
+    for (const Placement& r : slot->regions)
+      if (r.kv && overlaps(*slot->arena, r, address, bytes)) return slot.get();
   }
   return nullptr;
+}
+
+// The devices still in their KV burst: arena regions placed, none deferred or committed yet.
+template <typename Visit>
+void for_each_device_in_burst(KvState& k, Visit&& visit) {
+  for (auto& slot : k.devices)
+    if (slot && slot->arena && !slot->deferred && !slot->committed) visit(*slot);
 }
 
 // A write (or any access but a zero fill) into KV tensors whose device is still in its KV burst:
 // they are kept backed at the deferral (defer_locked).
 void note_burst_write(KvState& k, std::uint64_t address, std::uint64_t bytes, const char* api) {
-  const std::uint64_t end = address + std::max<std::uint64_t>(bytes, 1);
-  for (auto& slot : k.devices) {
-    if (!slot || !slot->arena || slot->deferred || slot->committed) continue;
-    for (Placement& r : slot->regions)
-      if (r.written_by == nullptr && address < r.base + slot->arena->region_bytes(r.base) && r.base < end)
-        r.written_by = api;
-  }
+  for_each_device_in_burst(k, [&](DeviceKv& d) {
+    for (Placement& r : d.regions)
+      if (r.written_by == nullptr && overlaps(*d.arena, r, address, bytes)) r.written_by = api;
+  });
 }
 
 // A launch in a device's KV burst whose parameters carry an address of a KV candidate still backed:
-// unless it is PyTorch's zero fill, the tensor stays backed at the deferral (as for note_burst_write).
-// A launch the driver cannot describe reaches every candidate.
+// unless it is PyTorch's zero fill, the tensor stays backed at the deferral (note_burst_write). A launch
+// the driver cannot describe reaches every candidate.
 void note_burst_launch(KvState& k, const KernelLaunch& launch) {
   const LaunchParameters read = read_launch_parameters(launch);
-  // The placements the launch reaches, not yet marked; the kernel's name is asked only when there are some.
-  std::vector<Placement*> reached;
-  for (auto& slot : k.devices) {
-    if (!slot || !slot->arena || slot->deferred || slot->committed) continue;
-    const KvArena& arena = *slot->arena;
-    auto reach = [&](std::uint64_t address) {
-      for (Placement& r : slot->regions)
-        if (r.written_by == nullptr && r.base <= address && address < r.base + arena.region_bytes(r.base) &&
-            std::find(reached.begin(), reached.end(), &r) == reached.end())
-          reached.push_back(&r);
-    };
-    if (!read.known) {
-      for (const Placement& r : slot->regions) reach(r.base);
-      continue;
-    }
-    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(), reach);
+  if (!read.known) {
+    for_each_device_in_burst(k, [](DeviceKv& d) {
+      for (Placement& r : d.regions)
+        if (r.written_by == nullptr) r.written_by = "a kernel launch kvremap cannot read";
+    });
+    return;
   }
-  if (reached.empty()) return;
-  if (read.known && policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
-  for (Placement* r : reached)
-    r->written_by = read.known ? "a kernel launch (not PyTorch's zero fill)" : "a kernel launch kvremap cannot read";
+  // The addresses that reach a candidate not yet marked; the kernel's name is asked only when there are some.
+  std::vector<std::uint64_t> reached;
+  for_each_device_in_burst(k, [&](DeviceKv& d) {
+    const KvArena& arena = *d.arena;
+    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(),
+                                [&](std::uint64_t address) {
+                                  for (const Placement& r : d.regions)
+                                    if (r.written_by == nullptr && overlaps(arena, r, address, 1))
+                                      reached.push_back(address);
+                                });
+  });
+  if (reached.empty() || policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
+  for (const std::uint64_t address : reached)
+    note_burst_write(k, address, 1, "a kernel launch (not PyTorch's zero fill)");
 }
 
 // Whether a launch after the deferral reaches a deferred KV tensor of `d`, by the addresses its
@@ -234,8 +240,7 @@ policy::KvReach deferred_reach(const DeviceKv& d, const KernelLaunch& launch) {
   policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(),
                               [&](std::uint64_t address) {
                                 for (const Placement& r : d.regions)
-                                  if (r.kv && r.base <= address && address < r.base + arena.region_bytes(r.base))
-                                    reached = true;
+                                  if (r.kv && overlaps(arena, r, address, 1)) reached = true;
                               });
   return reached ? policy::KvReach::kv : policy::KvReach::none;
 }

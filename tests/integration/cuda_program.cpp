@@ -58,6 +58,24 @@ const char* kPtx =
 
 int failures = 0;
 
+// kvremap's tagging API where the library is preloaded (RTLD_DEFAULT finds its exports); without it
+// both are null and the tags are skipped, as an engine's would be.
+struct TagApi {
+  int (*push)(const char*) = nullptr;
+  int (*pop)() = nullptr;
+  void open_kv() const {
+    if (push) push("kv");
+  }
+  void close() const {
+    if (pop) pop();
+  }
+};
+
+TagApi tag_api() {
+  return {reinterpret_cast<int (*)(const char*)>(dlsym(RTLD_DEFAULT, "kvremap_tag_push")),
+          reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"))};
+}
+
 void check(bool ok, const char* what) {
   std::printf("%s: %s\n", what, ok ? "ok" : "FAILED");
   if (!ok) ++failures;
@@ -262,11 +280,8 @@ void report_driver_state() {
 // graph writing into it, queries memory and replays the graph. With TAGGED_CALL_COMMIT=1 it calls
 // kvremap_commit() before the replay. The output is the same with or without kvremap.
 int tagged() {
-  using Tag = int (*)(const char*);
-  using Call = int (*)();
-  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
-  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
-  auto commit = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_commit"));
+  const TagApi tags = tag_api();
+  auto commit = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "kvremap_commit"));
   // Stops at the first failure: an injected driver error must not turn into a crash of this program.
 #define TAGGED_STEP(expr, what) \
   do {                          \
@@ -275,13 +290,13 @@ int tagged() {
   } while (0)
   void* warm = nullptr;
   TAGGED_STEP(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
-  if (push) push("kv");
+  tags.open_kv();
   unsigned char* kv[3] = {};
   for (auto& t : kv) {
     TAGGED_STEP(cudaMalloc(reinterpret_cast<void**>(&t), 32 * kMiB) == cudaSuccess, "KV tensor");
     TAGGED_STEP(cudaMemset(t, 0, 32 * kMiB) == cudaSuccess, "KV zeroed");
   }
-  if (pop) pop();
+  tags.close();
   void* autotune = nullptr;
   TAGGED_STEP(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
   cudaStream_t s = nullptr;
@@ -472,16 +487,13 @@ void touch_kv(const std::string& touch, unsigned char* kv[2], unsigned char* dev
 // TOUCH=memset32|memset2d|copy2d|peer (driver) or rt-memset2d|rt-copy2d|rt-peer (runtime): a write by
 // that family, read back. A comma-separated list touches in that order.
 int kv_copy() {
-  using Tag = int (*)(const char*);
-  using Call = int (*)();
-  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
-  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  const TagApi tags = tag_api();
   void* warm = nullptr;
   check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
   const std::string burst_write = std::getenv("BURST_WRITE") ? std::getenv("BURST_WRITE") : "";
   const bool zeros_by_kernel = std::getenv("KV_ZEROS") && std::string(std::getenv("KV_ZEROS")) == "kernel";
   if (zeros_by_kernel || burst_write == "fill-kernel") torch_fill_kernel();  // its module loads before the KV
-  if (push) push("kv");
+  tags.open_kv();
   unsigned char* kv[2] = {};
   // BURST_WRITE (memset, copy): the engine writes into the second tensor right after allocating it,
   // inside its KV burst.
@@ -500,7 +512,7 @@ int kv_copy() {
   if (burst_write == "copy")
     check(cudaMemcpy(kv[1] + 65536, written, sizeof written, cudaMemcpyHostToDevice) == cudaSuccess,
           "copy in the burst");
-  if (pop) pop();
+  tags.close();
   void* autotune = nullptr;
   check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
   // Each touch of TOUCH (comma-separated, in order): the first reaches the deferred cache, later ones
@@ -611,10 +623,7 @@ int malloc_zero() {
 
 // Two devices in one process, each with its own tagged KV cache, captured graph and replay.
 int two_devices() {
-  using Tag = int (*)(const char*);
-  using Call = int (*)();
-  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
-  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  const TagApi tags = tag_api();
   int count = 0;
   check(cudaGetDeviceCount(&count) == cudaSuccess && count >= 2, "two devices");
   if (failures) return 1;
@@ -625,12 +634,12 @@ int two_devices() {
     check(cudaSetDevice(d) == cudaSuccess, "set device");
     void* warm = nullptr;
     check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
-    if (push) push("kv");
+    tags.open_kv();
     for (auto& t : kv[d]) {
       check(cudaMalloc(reinterpret_cast<void**>(&t), 48 * kMiB) == cudaSuccess, "KV tensor");
       check(cudaMemset(t, 0, 48 * kMiB) == cudaSuccess, "KV zeroed");
     }
-    if (pop) pop();
+    tags.close();
     std::printf("device %d KV at %p %p\n", d, static_cast<void*>(kv[d][0]), static_cast<void*>(kv[d][1]));
     void* autotune = nullptr;
     check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
@@ -877,19 +886,16 @@ constexpr std::size_t kExportOffset = 8192;
 unsigned char export_pattern(std::size_t i) { return static_cast<unsigned char>(i * 11 + 3); }
 
 int kv_export() {
-  using Tag = int (*)(const char*);
-  using Call = int (*)();
-  auto push = reinterpret_cast<Tag>(dlsym(RTLD_DEFAULT, "kvremap_tag_push"));
-  auto pop = reinterpret_cast<Call>(dlsym(RTLD_DEFAULT, "kvremap_tag_pop"));
+  const TagApi tags = tag_api();
   void* warm = nullptr;
   check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
-  if (push) push("kv");
+  tags.open_kv();
   unsigned char* kv[2] = {};
   for (auto& t : kv)
     check(cudaMalloc(reinterpret_cast<void**>(&t), kExportBytes) == cudaSuccess &&
               cudaMemset(t, 0, kExportBytes) == cudaSuccess,
           "KV tensor");
-  if (pop) pop();
+  tags.close();
   void* autotune = nullptr;
   check(cudaMalloc(&autotune, 8 * kMiB) == cudaSuccess, "post-KV allocation");
   unsigned char pattern[4096];

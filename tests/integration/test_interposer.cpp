@@ -49,6 +49,14 @@ Traced run_traced(const std::string& mode, std::vector<std::string> env = {}, in
   return t;
 }
 
+// The KV tensors the trace's `kv deferred` event put on scratch; 0 without one.
+std::size_t deferred_regions(const kvremap::trace::Trace& trace) {
+  std::size_t regions = 0;
+  for (const auto& e : trace.other_events)
+    if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+  return regions;
+}
+
 RunResult run_plain(const std::string& mode, const std::vector<std::string>& env = {}) {
   return run_program({CUDA_PROGRAM, mode}, with(kSimulator, env), {"LD_PRELOAD"});
 }
@@ -488,9 +496,7 @@ TEST(Interposer, RangeQueriesOnKvAnswerTheWholeTensor) {
   EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
   EXPECT_NE(t.run.out.find("range of KV (round 1): +0, 33554432 bytes"), std::string::npos) << t.run.out;
   ASSERT_EQ(t.traces.size(), 1u);
-  std::size_t regions = 0;
-  for (const auto& e : t.traces[0].other_events)
-    if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+  const std::size_t regions = deferred_regions(t.traces[0]);
   EXPECT_EQ(regions, 2u) << "both tensors were in the arena, in 8 MiB chunks";
 }
 
@@ -608,9 +614,7 @@ TEST(Interposer, WhatTheBurstWritesIntoKvSurvivesTheDeferral) {
     EXPECT_EQ(t.run.out, plain.out);
     EXPECT_NE(t.run.out.find("what the burst wrote is still there: ok"), std::string::npos) << t.run.out;
     ASSERT_EQ(t.traces.size(), 1u);
-    std::size_t regions = 0;
-    for (const auto& e : t.traces[0].other_events)
-      if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+    const std::size_t regions = deferred_regions(t.traces[0]);
     EXPECT_EQ(regions, 1u) << "the tensor not written is deferred";
     const std::string line = "1 KV tensors stay backed, not deferred: the engine reached them before the deferral";
     EXPECT_NE(t.run.err.find(line), std::string::npos) << t.run.err;
@@ -649,9 +653,7 @@ TEST(Interposer, PyTorchsZeroFillKernelLeavesKvDeferred) {
   EXPECT_EQ(t.run.out, plain.out);
   EXPECT_NE(t.run.out.find("the rest of the KV cache is zero: ok"), std::string::npos) << t.run.out;
   ASSERT_EQ(t.traces.size(), 1u);
-  std::size_t regions = 0;
-  for (const auto& e : t.traces[0].other_events)
-    if (e.name == "kv deferred") regions = e.args.at("regions").get<std::size_t>();
+  const std::size_t regions = deferred_regions(t.traces[0]);
   EXPECT_EQ(regions, 2u) << t.run.err;
   EXPECT_EQ(t.run.err.find("stay backed"), std::string::npos) << t.run.err;
 }
