@@ -48,7 +48,7 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 19> kOptions{{
+constexpr std::array<OptionSpec, 20> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "defer", kModeNames,
      "What kvremap does: `defer` places the KV cache in its arena, defers its backing during start-up work, "
      "commits it before serving and sizes the next start from a profile; `observe` only tracks and traces CUDA "
@@ -157,6 +157,14 @@ constexpr std::array<OptionSpec, 19> kOptions{{
      "`$XDG_CACHE_HOME/kvremap`, else `~/.cache/kvremap`; `off` writes none.",
      assign_plain<&Options::profile_dir>,
      read_plain<&Options::profile_dir>, WhenInvalid::default_value},
+    {"KVREMAP_LIBRARY",
+     OptionType::optional_file,
+     "",
+     {},
+     "Read by the `kvremap` tool, not the library: the libkvremap.so `kvremap run` preloads and `kvremap libpath` "
+     "prints; empty means the one installed beside the tool.",
+     assign_plain<&Options::tool_library>,
+     read_plain<&Options::tool_library>, WhenInvalid::default_value},
     {"KVREMAP_LOG_LEVEL", OptionType::enumeration, "warn", kLogLevelNames,
      "Least severe message kvremap logs; `off` silences it.", assign_enum<&Options::log_level>,
      read_enum<&Options::log_level>, WhenInvalid::default_value},
@@ -346,6 +354,7 @@ std::string_view to_string(OptionType type) {
       return "enum";
     case OptionType::path:
     case OptionType::optional_path:
+    case OptionType::optional_file:
       return "path";
     case OptionType::count:
       return "count";
@@ -386,6 +395,7 @@ std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::strin
       if (text.empty()) return std::nullopt;
       return OptionValue{std::string(text)};
     case OptionType::optional_path:
+    case OptionType::optional_file:
       return OptionValue{std::string(text)};
     case OptionType::file_mode:
       if (auto v = parse_file_mode(text)) return OptionValue{*v};
@@ -408,6 +418,8 @@ std::string accepted_values(const OptionSpec& spec) {
       return "a non-empty directory path";
     case OptionType::optional_path:
       return "a directory path, `off`, or empty for the default";
+    case OptionType::optional_file:
+      return "a file path, or empty for the default";
     case OptionType::count:
       return "a whole number such as 0, 8 or 1000";
     case OptionType::file_mode:
@@ -428,6 +440,7 @@ std::string format_option_value(const OptionSpec& spec, const OptionValue& value
       return std::get<bool>(value) ? "on" : "off";
     case OptionType::path:
     case OptionType::optional_path:
+    case OptionType::optional_file:
       return std::get<std::string>(value);
     case OptionType::enumeration: {
       const std::size_t i = std::get<EnumIndex>(value).index;

@@ -68,14 +68,16 @@ struct Options {
   bool trace{};
   std::string trace_dir;
   std::uint64_t trace_mode{};  // permission bits of new trace files (KVREMAP_TRACE_MODE), before the umask
-  std::string profile_dir;  // empty: the user's cache directory; "off": no profiles
+  std::string profile_dir;     // empty: the user's cache directory; "off": no profiles
+  std::string tool_library;    // KVREMAP_LIBRARY: the kvremap tool's, the library ignores it
   LogLevel log_level{};
   bool strict{};
 };
 
-// optional_path: a path where empty means the option's computed default (shown as `path` in the docs).
+// optional_path: a path where empty means the option's computed default (shown as `path` in the docs);
+// optional_file: the same for a file rather than a directory.
 // file_mode: octal permission bits (`0600`), owner read and write included, nothing above 0777.
-enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path, file_mode };
+enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path, file_mode, optional_file };
 std::string_view to_string(OptionType type);
 
 // What an invalid value of an option turns off; everything else stays as configured.
@@ -89,7 +91,7 @@ enum class WhenInvalid : std::uint8_t {
 struct EnumIndex {
   std::size_t index;
 };
-// size and count -> uint64_t; fraction -> double; boolean -> bool; path, optional_path -> string;
+// size and count -> uint64_t; fraction -> double; boolean -> bool; path, optional_path, optional_file -> string;
 // enumeration -> EnumIndex.
 using OptionValue = std::variant<std::uint64_t, double, bool, std::string, EnumIndex>;
 

@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(
   cmake make g++ pkg-config binutils
+  dpkg-dev lintian  # the Debian package: dpkg-shlibdeps finds its dependencies, lintian checks it (scripts/package.sh)
   ccache  # compiler cache (CMakeLists.txt): rebuilds of sources already built on the machine are hits
   libunwind-dev libtbb-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev valgrind clang libclang-rt-dev

@@ -20,6 +20,7 @@
 #include "tools/analysis.h"
 #include "tools/diff.h"
 #include "tools/exit_status.h"
+#include "tools/library_location.h"
 #include "tools/merge.h"
 #include "tools/output_file.h"
 #include "tools/plot.h"
@@ -36,9 +37,6 @@ namespace {
 using kvremap::cli::kExitOk;
 using kvremap::cli::kExitTraceProblem;
 using kvremap::cli::kExitUsage;
-
-// The libkvremap.so this tool was built with: what `libpath` prints and `run` preloads by default.
-const std::string kBuiltLibrary = std::string(KVREMAP_BUILD_LIBDIR) + "/libkvremap.so";
 
 constexpr const char* kRunDescription = R"(kvremap run [OPTIONS] -- COMMAND [ARGS...]
 
@@ -188,11 +186,10 @@ int run_merge(const std::vector<std::string>& paths, const std::string& output) 
       kvremap::cli::say("merge", output + ": cannot write: " + out.error());
       return kExitUsage;
     }
-    std::printf("%s", kvremap::cli::text("{}: {} traces, {} events, aligned on {}\n", output, result.inputs.size(),
-                                         result.events,
-                                         result.aligned_on_wall_clock
-                                             ? "their wall-clock starts"
-                                             : "their first events (a header lacks start_unix_ns)")
+    std::printf("%s", kvremap::cli::text(
+                          "{}: {} traces, {} events, aligned on {}\n", output, result.inputs.size(), result.events,
+                          result.aligned_on_wall_clock ? "their wall-clock starts"
+                                                       : "their first events (a header lacks start_unix_ns)")
                           .c_str());
     for (const auto& input : result.inputs)
       std::printf("%s", kvremap::cli::text("  {}: pid {}, starts at +{:.3f} ms\n", input.path, input.pid,
@@ -256,19 +253,24 @@ int run_validate(const std::vector<std::string>& paths) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvremap: defer LLM KV-cache backing until start-up memory is measured"};
+  // Named, not taken from argv[0]: the help reads the same from any path (the man page is made of it).
+  CLI::App app{"kvremap: defer LLM KV-cache backing until start-up memory is measured", "kvremap"};
   app.set_version_flag("--version", std::string("kvremap ") + KVREMAP_VERSION_STRING);
   app.require_subcommand(0, 1);
-  auto* libpath = app.add_subcommand("libpath", "Print the path of the libkvremap.so this tool was built with");
+  auto* libpath = app.add_subcommand(
+      "libpath", "Print the path of the libkvremap.so run preloads: KVREMAP_LIBRARY, else the one beside this kvremap");
+  libpath->footer(
+      "Beside this kvremap: in an installed tree, PREFIX/bin/kvremap preloads\n"
+      "PREFIX/lib/.../kvremap/libkvremap.so.N; in a build tree, bin/kvremap preloads lib/libkvremap.so.N.\n"
+      "Exit status 2 when there is none (or KVREMAP_LIBRARY names no file).");
 
   kvremap::run::RunOptions run_options;
-  run_options.library = kBuiltLibrary;
   auto* run = app.add_subcommand("run",
                                  "Run a command under libkvremap.so, restart it once after a KV deficit, "
                                  "summarise its KV cache per process");
   run->add_option("--trace-dir", run_options.trace_dir, "Directory for the traces (created if missing)");
   run->add_option("--profile-dir", run_options.profile_dir, "Directory for the profiles (KVREMAP_PROFILE_DIR)");
-  run->add_option("--library", run_options.library, "The libkvremap.so to preload")->capture_default_str();
+  run->add_option("--library", run_options.library, "The libkvremap.so to preload (default: kvremap libpath)");
   // After "--" every word is the command's, options included.
   run->add_option("COMMAND", run_options.command, "The command and its arguments")->allow_extra_args();
   run->footer(kRunDescription);
@@ -345,9 +347,17 @@ int main(int argc, char** argv) {
     std::printf("%s", kvremap::policy::options_markdown_table().c_str());
     return kExitOk;
   }
-  if (libpath->parsed()) {
-    std::printf("%s\n", kBuiltLibrary.c_str());
-    return kExitOk;
+  if (libpath->parsed() || (run->parsed() && run_options.library.empty())) {
+    const kvremap::cli::LibraryLocation library = kvremap::cli::locate_own_library();
+    if (!library.problem.empty()) {
+      kvremap::cli::say(libpath->parsed() ? "libpath" : "run", library.problem);
+      return kExitUsage;
+    }
+    if (libpath->parsed()) {
+      std::printf("%s\n", library.path.c_str());
+      return kExitOk;
+    }
+    run_options.library = library.path;
   }
   if (run->parsed()) return kvremap::run::run_command(run_options);
   if (report->parsed()) return run_report(report_paths, report_as_json);

@@ -35,6 +35,7 @@ try:
         pass
 except ValueError as error:
     print(f"python_helper: {error}", flush=True)
+print(f"python_helper: module {kvremap.__file__}", flush=True)
 print(f"python_helper: available {kvremap.available()}, version {kvremap.version()}", flush=True)
 print(f"python_helper: commit {kvremap.commit()}", flush=True)
 print(f"python_helper: commit again {kvremap.commit()}", flush=True)
