@@ -1,6 +1,8 @@
 // Device identity (UUID, PCI ids), peer access, the context stack and primary-context state and flags.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "sim_state.h"
 
@@ -8,12 +10,6 @@ namespace simcuda {
 namespace {
 
 bool valid_device(const State& s, CUdevice dev) { return dev >= 0 && dev < static_cast<int>(s.devices.size()); }
-
-Context* context_from_handle(State& s, CUcontext handle) {
-  for (Device& d : s.devices)
-    if (reinterpret_cast<CUcontext>(&d.primary) == handle) return &d.primary;
-  return nullptr;
-}
 
 // A UUID that is stable per device ordinal and tells the simulator's devices apart ("GPU-51c0da00-...").
 CUuuid device_uuid(CUdevice dev) {
@@ -295,4 +291,139 @@ extern "C" CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   SIM_ENTER("cuDevicePrimaryCtxReset");
   return reset_primary(dev);
+}
+
+// ---- created (non-primary) contexts ----
+
+namespace simcuda {
+namespace {
+
+// cuCtxCreate: a new context on `dev` with a usage count of 1, pushed over the calling thread's current
+// one, which a later cuCtxPopCurrent restores (cuda.h). It holds SIMCUDA_CONTEXT_BYTES like a primary one.
+CUresult create_context(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if ((flags & ~kPrimaryFlags) != 0 || (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_MASK)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!charge_device(s, dev, s.config.context_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto c = std::make_unique<Context>();
+  c->device = dev;
+  c->primary = false;
+  c->retains = 1;
+  c->charged = s.config.context_bytes;
+  c->flags = flags;
+  Context* created = c.get();
+  s.created_contexts.push_back(std::move(c));
+  context_stack().push_back(get_current_context(s));
+  set_current_context(created);
+  *pctx = reinterpret_cast<CUcontext>(created);
+  return CUDA_SUCCESS;
+}
+
+// Removes every occurrence of `c` from the calling thread's stack below the current context.
+void forget_in_stack(const Context* c) {
+  auto& stack = context_stack();
+  std::erase(stack, c);
+}
+
+// cuCtxDestroy: frees the context's resources (cuMemAlloc, cuMemAllocManaged and cuMemAllocHost memory;
+// not cuMemCreate or pool memory, cuda.h) and, if it is current to the calling thread, pops it as
+// cuCtxPopCurrent would. Other threads keep it current and get CUDA_ERROR_CONTEXT_IS_DESTROYED.
+// A primary context is not the caller's to destroy (cuDevicePrimaryCtxRelease is): INVALID_CONTEXT.
+CUresult destroy_context(CUcontext ctx) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
+  Context* c = context_from_handle(s, ctx);
+  if (!c || c->primary || c->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  release_context_memory(s, c);
+  uncharge_device(s, c->device, c->charged);
+  c->charged = 0;
+  c->retains = 0;
+  c->destroyed = true;
+  c->peers.clear();
+  if (get_current_context(s) == c) {
+    auto& stack = context_stack();
+    Context* below = nullptr;
+    if (!stack.empty()) {
+      below = stack.back();
+      stack.pop_back();
+    }
+    set_current_context(below);
+  }
+  forget_in_stack(c);
+  return CUDA_SUCCESS;
+}
+
+// cuCtxCreate_v3's and _v4's execution affinity (SM count limits) exists only under MPS, which the
+// simulated device does not run: CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, as a device without it answers.
+CUresult check_affinity(const CUexecAffinityParam* params, int count) {
+  if (count < 0 || (count > 0 && !params)) return CUDA_ERROR_INVALID_VALUE;
+  return count > 0 ? CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY : CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace simcuda
+
+SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags,
+                                   CUdevice dev) {
+  SIM_ENTER("cuCtxCreate_v4");
+  SIM_GUARDED_BEGIN
+  if (ctxCreateParams) {
+    // Setting both is undefined (cuda.h); refused here. CIG mode needs a graphics client: not supported.
+    if (ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams) return CUDA_ERROR_INVALID_VALUE;
+    if (ctxCreateParams->cigParams) return CUDA_ERROR_NOT_SUPPORTED;
+    if (ctxCreateParams->execAffinityParams || ctxCreateParams->numExecAffinityParams != 0) {
+      if (CUresult r = check_affinity(ctxCreateParams->execAffinityParams, ctxCreateParams->numExecAffinityParams);
+          r != CUDA_SUCCESS)
+        return r;
+    }
+  }
+  return create_context(pctx, flags, dev);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
+                                   CUdevice dev) {
+  SIM_ENTER("cuCtxCreate_v3");
+  SIM_GUARDED_BEGIN
+  if (CUresult r = check_affinity(paramsArray, numParams); r != CUDA_SUCCESS) return r;
+  return create_context(pctx, flags, dev);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  SIM_ENTER("cuCtxCreate_v2");
+  SIM_GUARDED_BEGIN
+  return create_context(pctx, flags, dev);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  SIM_ENTER("cuCtxDestroy_v2");
+  SIM_GUARDED_BEGIN
+  return destroy_context(ctx);
+  SIM_GUARDED_END
+}
+
+// The CUDA 2.0 ABIs, which cuda.h's macros otherwise rename; same arguments, same semantics.
+#undef cuCtxCreate
+extern "C" CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev);
+SIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  SIM_ENTER("cuCtxCreate");
+  SIM_GUARDED_BEGIN
+  return create_context(pctx, flags, dev);
+  SIM_GUARDED_END
+}
+
+#undef cuCtxDestroy
+extern "C" CUresult cuCtxDestroy(CUcontext ctx);
+SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+  SIM_ENTER("cuCtxDestroy");
+  SIM_GUARDED_BEGIN
+  return destroy_context(ctx);
+  SIM_GUARDED_END
 }

@@ -1,4 +1,5 @@
-// Copy and memset variants: peer, 2D, D16/D32 and their async and per-thread forms, built on the cuMemcpy/cuMemsetD8 checks.
+// Copy and memset variants: peer, 2D, D16/D32 and their async and per-thread forms, built on the cuMemcpy/cuMemsetD8
+// checks.
 #include <cstring>
 
 #include "sim_state.h"
@@ -49,7 +50,8 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream, bool per_thread, bool 
       r != CUDA_SUCCESS)
     return r;
   if ((p->srcPitch && p->srcPitch < p->WidthInBytes + p->srcXInBytes) ||
-      (p->dstPitch && p->dstPitch < p->WidthInBytes + p->dstXInBytes) || (p->Height > 1 && (!p->srcPitch || !p->dstPitch)))
+      (p->dstPitch && p->dstPitch < p->WidthInBytes + p->dstXInBytes) ||
+      (p->Height > 1 && (!p->srcPitch || !p->dstPitch)))
     return CUDA_ERROR_INVALID_VALUE;
   const unsigned sides = (dst_device ? 1U : 0U) | (src_device ? 2U : 0U);
   for (std::size_t row = 0; row < p->Height; ++row) {
@@ -77,9 +79,8 @@ CUresult check_contexts(CUcontext a, CUcontext b) {
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   auto known = [&s](CUcontext c) {
-    for (Device& d : s.devices)
-      if (reinterpret_cast<CUcontext>(&d.primary) == c) return d.primary.retains > 0;
-    return false;
+    const Context* context = context_from_handle(s, c);
+    return context && context->retains > 0;
   };
   return known(a) && known(b) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -90,24 +91,24 @@ CUresult check_contexts(CUcontext a, CUcontext b) {
 using namespace simcuda;
 
 #define SIM_TWIN(RET_NAME, COUNTED, PARAMS, SYNC_BODY, PT_SUFFIX, PT_BODY) \
-  SIM_EXPORT CUresult RET_NAME PARAMS {                                   \
-    SIM_ENTER(COUNTED);                                                   \
-    SIM_GUARDED_BEGIN                                                     \
-    SYNC_BODY;                                                            \
-    SIM_GUARDED_END                                                       \
-  }                                                                       \
-  SIM_EXPORT CUresult RET_NAME##PT_SUFFIX PARAMS {                        \
-    SIM_ENTER(COUNTED);                                                   \
-    SIM_GUARDED_BEGIN                                                     \
-    PT_BODY;                                                              \
-    SIM_GUARDED_END                                                       \
+  SIM_EXPORT CUresult RET_NAME PARAMS {                                    \
+    SIM_ENTER(COUNTED);                                                    \
+    SIM_GUARDED_BEGIN                                                      \
+    SYNC_BODY;                                                             \
+    SIM_GUARDED_END                                                        \
+  }                                                                        \
+  SIM_EXPORT CUresult RET_NAME##PT_SUFFIX PARAMS {                         \
+    SIM_ENTER(COUNTED);                                                    \
+    SIM_GUARDED_BEGIN                                                      \
+    PT_BODY;                                                               \
+    SIM_GUARDED_END                                                        \
   }
 
 SIM_TWIN(cuMemcpyPeer, "cuMemcpyPeer",
          (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t n),
          if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
          return copy_work(dstDevice, srcDevice, n, 3, nullptr, false, true), _ptds,
-         if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
+                if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
          return copy_work(dstDevice, srcDevice, n, 3, nullptr, true, true))
 
 SIM_TWIN(cuMemcpyPeerAsync, "cuMemcpyPeerAsync",
@@ -115,7 +116,7 @@ SIM_TWIN(cuMemcpyPeerAsync, "cuMemcpyPeerAsync",
           CUstream stream),
          if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
          return copy_work(dstDevice, srcDevice, n, 3, stream, false, false), _ptsz,
-         if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
+                if (CUresult r = check_contexts(dstContext, srcContext); r != CUDA_SUCCESS) return r;
          return copy_work(dstDevice, srcDevice, n, 3, stream, true, false))
 
 SIM_TWIN(cuMemcpy2D_v2, "cuMemcpy2D_v2", (const CUDA_MEMCPY2D* p), return copy_2d(p, nullptr, false, true), _ptds,

@@ -137,6 +137,8 @@ CUresult current_device(const State& s, int* device) {
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   Context* c = get_current_context(s);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  // cuCtxDestroy leaves the context current to other threads, which then get this error (cuda.h).
+  if (c->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   *device = c->device;
   return CUDA_SUCCESS;
 }
@@ -157,12 +159,15 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-namespace {
 Context* context_from_handle(State& s, CUcontext handle) {
   for (Device& d : s.devices)
     if (reinterpret_cast<CUcontext>(&d.primary) == handle) return &d.primary;
+  for (const auto& c : s.created_contexts)
+    if (reinterpret_cast<CUcontext>(c.get()) == handle) return c.get();
   return nullptr;
 }
+
+namespace {
 
 bool valid_device(const State& s, CUdevice dev) { return dev >= 0 && dev < static_cast<int>(s.devices.size()); }
 
@@ -389,6 +394,8 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
     case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
       *value = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:

@@ -6,7 +6,8 @@
 namespace simcuda {
 namespace {
 
-constexpr unsigned kHostAllocFlags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+constexpr unsigned kHostAllocFlags =
+    CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
 constexpr unsigned kHostRegisterFlags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                                         CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
 
@@ -25,6 +26,7 @@ CUresult host_alloc(void** pp, std::uint64_t bytes, unsigned flags) {
   // Every pinned allocation is device-mapped and portable on a UVA system (cuda.h).
   b.flags = flags | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE;
   b.buffer_id = s.next_buffer_id++;
+  b.context = get_current_context(s);
   s.host_blocks[b.va] = b;
   *pp = p;
   return CUDA_SUCCESS;

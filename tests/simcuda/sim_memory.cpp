@@ -109,6 +109,9 @@ void* unbacked_take(State& s, std::uint64_t mapped) {
   return reinterpret_cast<void*>(va);
 }
 
+// What an allocation holds of its device's capacity: managed memory holds none (see allocate_managed).
+std::uint64_t charged_bytes(const Allocation& a) { return a.managed ? 0 : a.mapped; }
+
 // Gives an allocation's address range back: unmapped, or kept for reuse in the unbacked range.
 void release_address(State& s, const Allocation& a) {
   if (a.ipc_fd >= 0) close(a.ipc_fd);
@@ -162,18 +165,24 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered, Po
   a.device = device;
   a.stream_ordered = stream_ordered;
   a.pool = pool;
+  a.context = get_current_context(s);
   a.buffer_id = s.next_buffer_id++;
   s.allocations[a.va] = a;
   *out = a.va;
   return CUDA_SUCCESS;
 }
 
+// Unified addressing: the pointer names its allocation and the context that made it, so cuMemFree
+// needs no current context (a client may free after popping its contexts, as Numba's reset does).
+// cuMemFreeAsync enqueues on a stream, which does need one.
 CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
-  int device = 0;
-  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
-  if (!stream_ordered) {
+  if (stream_ordered) {
+    int device = 0;
+    if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  } else {
+    if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
     if (CUresult r = check_unsafe_during_capture(s); r != CUDA_SUCCESS) return r;
   }
   auto it = s.allocations.find(ptr);
@@ -189,9 +198,39 @@ CUresult release_allocation(std::uint64_t ptr, bool stream_ordered) {
       uncharge_device(s, it->second.device, it->second.mapped);
     if (pool->destroyed && pool->used == 0) s.pools.erase(pool);
   } else {
-    uncharge_device(s, it->second.device, it->second.mapped);
+    uncharge_device(s, it->second.device, charged_bytes(it->second));
   }
   s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// cuMemAllocManaged: memory the host and every device reach at one address. On a device with
+// CONCURRENT_MANAGED_ACCESS (an H100), managed memory "may not be populated when this API returns and
+// instead may be populated on access", and oversubscribing the device is allowed (cuda.h). Nothing here
+// runs on a device, so its pages stay in host RAM and no device capacity is charged; an address space
+// that cannot hold it is CUDA_ERROR_OUT_OF_MEMORY. Always host-backed, whatever SIMCUDA_HOST_BACKING
+// says: the host touches it directly.
+CUresult allocate_managed(CUdeviceptr* out, std::uint64_t bytes, unsigned flags) {
+  std::lock_guard<std::mutex> guard(lock());
+  State& s = state();
+  int device = 0;
+  if (CUresult r = current_device(s, &device); r != CUDA_SUCCESS) return r;
+  if (!out || bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > UINT64_MAX - s.config.granularity) return CUDA_ERROR_OUT_OF_MEMORY;
+  const std::uint64_t mapped = round_up(bytes, s.config.granularity);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation a;
+  a.va = reinterpret_cast<std::uint64_t>(p);
+  a.size = bytes;
+  a.mapped = mapped;
+  a.device = device;
+  a.managed = true;
+  a.context = get_current_context(s);
+  a.buffer_id = s.next_buffer_id++;
+  s.allocations[a.va] = a;
+  *out = a.va;
   return CUDA_SUCCESS;
 }
 
@@ -246,9 +285,9 @@ void fill(std::uint64_t dst, unsigned char value, std::uint64_t bytes) {
   }
 }
 
-// True when [ptr, ptr+bytes) lies wholly in device memory the simulator knows: allocations and
-// reservations, several adjacent ones included (a VMM range may span mappings of contiguous
-// reservations). A range that wraps around the address space is never known.
+// True when [ptr, ptr+bytes) lies wholly in device memory the simulator knows: allocations,
+// reservations and device-mapped host memory, several adjacent ones included (a VMM range may span mappings of
+// contiguous reservations). A range that wraps around the address space is never known.
 bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) {
   if (bytes > UINT64_MAX - ptr) return false;
   const std::uint64_t end = ptr + bytes;
@@ -259,6 +298,9 @@ bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) 
       at = r.allocation->va + r.allocation->mapped;
     } else if (const Reservation* res = find_reservation(s, at)) {
       at = res->va + res->size;
+    } else if (const HostBlock* h = find_host_block(s, at)) {
+      // Pinned and registered host memory is device memory at the same address (unified addressing).
+      at = h->va + h->size;
     } else {
       return false;
     }
@@ -386,20 +428,45 @@ Pool* current_pool(State& s, int device) {
   return d.current_pool ? d.current_pool : default_pool(s, device);
 }
 
+namespace {
+// Frees one allocation of the map (a reset or a context's destruction); returns the next entry.
+std::map<std::uint64_t, Allocation>::iterator drop_allocation(State& s,
+                                                              std::map<std::uint64_t, Allocation>::iterator it) {
+  if (it->second.ipc_opened) {
+    munmap(reinterpret_cast<void*>(it->first), it->second.mapped);
+  } else {
+    release_address(s, it->second);
+    uncharge_device(s, it->second.device, charged_bytes(it->second));
+    if (it->second.pool) it->second.pool->used -= it->second.mapped;
+  }
+  return s.allocations.erase(it);
+}
+}  // namespace
+
 void release_device_allocations(State& s, int device) {
   for (auto it = s.allocations.begin(); it != s.allocations.end();) {
-    if (it->second.device != device) {
+    const Context* owner = it->second.context;
+    if (it->second.device == device && (!owner || owner->primary))
+      it = drop_allocation(s, it);
+    else
       ++it;
-      continue;
-    }
-    if (it->second.ipc_opened) {
-      munmap(reinterpret_cast<void*>(it->first), it->second.mapped);
+  }
+}
+
+void release_context_memory(State& s, const Context* context) {
+  for (auto it = s.allocations.begin(); it != s.allocations.end();) {
+    if (it->second.context == context && !it->second.stream_ordered)
+      it = drop_allocation(s, it);
+    else
+      ++it;
+  }
+  for (auto it = s.host_blocks.begin(); it != s.host_blocks.end();) {
+    if (it->second.context == context && !it->second.registered) {
+      munmap(reinterpret_cast<void*>(it->first), it->second.size);
+      it = s.host_blocks.erase(it);
     } else {
-      release_address(s, it->second);
-      uncharge_device(s, device, it->second.mapped);
-      if (it->second.pool) it->second.pool->used -= it->second.mapped;
+      ++it;
     }
-    it = s.allocations.erase(it);
   }
 }
 
@@ -497,6 +564,13 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SIM_ENTER("cuMemFree_v2");
   SIM_GUARDED_BEGIN
   return release_allocation(dptr, false);
+  SIM_GUARDED_END
+}
+
+SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  SIM_ENTER("cuMemAllocManaged");
+  SIM_GUARDED_BEGIN
+  return allocate_managed(dptr, bytesize, flags);
   SIM_GUARDED_END
 }
 
@@ -878,6 +952,11 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
   } else if (region.mapping) {
     b = region.mapping->va;
     n = region.mapping->size;
+  } else if (const HostBlock* h = find_host_block(s, dptr)) {
+    // Device-mapped host memory: the device pointer is the host address (unified addressing), and the
+    // range is the pinned allocation or registration containing it.
+    b = h->va;
+    n = h->size;
   } else {
     return CUDA_ERROR_NOT_FOUND;
   }
@@ -1010,8 +1089,8 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
   const int device = a ? a->device : s.handles.at(m->handle).device;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) =
-          reinterpret_cast<CUcontext>(&s.devices[static_cast<std::size_t>(device)].primary);
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(
+          a && a->context ? a->context : &s.devices[static_cast<std::size_t>(device)].primary);
       break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
@@ -1019,8 +1098,13 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       *static_cast<CUdeviceptr*>(data) = ptr;
       break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      // Only host-accessible memory has a host pointer; managed memory is, at the same address.
+      if (!a || !a->managed) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<int*>(data) = 0;
+      *static_cast<int*>(data) = a && a->managed ? 1 : 0;
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = device;
@@ -1035,7 +1119,7 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
       *static_cast<int*>(data) = 1;
       break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-      *static_cast<int*>(data) = a && !a->stream_ordered ? 1 : 0;
+      *static_cast<int*>(data) = a && !a->stream_ordered && !a->managed ? 1 : 0;
       break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
       *static_cast<unsigned long long*>(data) = a ? a->buffer_id : m->buffer_id;
@@ -1155,6 +1239,7 @@ CUresult open_ipc(CUdeviceptr* out, const CUipcMemHandle& handle, unsigned flags
   a.size = f.size;
   a.mapped = f.mapped;
   a.device = device;
+  a.context = get_current_context(s);
   a.ipc_opened = true;
   a.ipc_opens = 1;
   a.ipc_key_pid = f.pid;
@@ -1174,8 +1259,9 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) 
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   if (!handle) return CUDA_ERROR_INVALID_VALUE;
   Region region = find_region(s, dptr);
-  // Legacy IPC works on cuMemAlloc memory only: VMM mappings and pool memory are refused.
-  if (!region.allocation || region.allocation->stream_ordered || region.allocation->ipc_opened)
+  // Legacy IPC works on cuMemAlloc memory only: VMM mappings, pool and managed memory are refused.
+  if (!region.allocation || region.allocation->stream_ordered || region.allocation->ipc_opened ||
+      region.allocation->managed)
     return CUDA_ERROR_INVALID_VALUE;
   Allocation& a = s.allocations.at(region.allocation->va);
   // Unbacked addresses (SIMCUDA_HOST_BACKING=0) have no memory to share: the handle still names the

@@ -33,8 +33,13 @@ struct Work {
   std::uint32_t pattern = 0;  // the D16/D32 value
 };
 
+// A device's primary context, or one cuCtxCreate made. A created context is alive (retains 1) until
+// cuCtxDestroy; the object itself stays until a reset, since other threads may still have it current
+// and must then get CUDA_ERROR_CONTEXT_IS_DESTROYED rather than a dangling pointer.
 struct Context {
   int device = 0;
+  bool primary = true;
+  bool destroyed = false;  // cuCtxDestroy'ed (created contexts only)
   int retains = 0;
   std::uint64_t charged = 0;      // SIMCUDA_CONTEXT_BYTES while retained
   unsigned flags = 0;             // cuDevicePrimaryCtxSetFlags (scheduling, LMEM_RESIZE_TO_MAX, ...)
@@ -74,6 +79,8 @@ struct Allocation {
   int ipc_opens = 0;        // how many cuIpcOpenMemHandle calls hold it
   std::uint64_t ipc_key_pid = 0;
   std::uint64_t ipc_key_buffer = 0;
+  bool managed = false;        // cuMemAllocManaged: host-resident until touched, so charged to no device
+  Context* context = nullptr;  // the context current at allocation; cuCtxDestroy frees its memory
 };
 
 // Page-locked host memory: cuMemHostAlloc/cuMemAllocHost (owned) or cuMemHostRegister (the caller's).
@@ -83,6 +90,7 @@ struct HostBlock {
   unsigned flags = 0;
   bool registered = false;
   std::uint64_t buffer_id = 0;
+  Context* context = nullptr;  // the allocating context (cuMemHostAlloc); cuCtxDestroy frees its blocks
 };
 
 // An event: work runs at enqueue time, so a recorded event is complete when the record returns.
@@ -189,6 +197,7 @@ struct State {
   std::uint64_t generation = 0;  // bumped by every reset, so stale thread-local pointers are ignored
 
   std::vector<Device> devices;
+  std::vector<std::unique_ptr<Context>> created_contexts;  // cuCtxCreate's, destroyed ones included
   std::uint64_t host_used = 0;
 
   std::map<std::uint64_t, Allocation> allocations;  // keyed by va
@@ -240,6 +249,8 @@ CUresult current_device(const State& s, int* device);
 // Sets the calling thread's current context (nullptr clears it).
 void set_current_context(Context* context);
 Context* get_current_context(const State& s);
+// A primary or created context by handle (destroyed ones included), or nullptr. Requires the lock.
+Context* context_from_handle(State& s, CUcontext handle);
 
 // Charges/uncharges `bytes` against a device's capacity. False if it does not fit.
 bool charge_device(State& s, int device, std::uint64_t bytes);
@@ -263,8 +274,12 @@ CUresult copy_work(CUdeviceptr dst, CUdeviceptr src, std::uint64_t bytes, unsign
                    bool per_thread, bool synchronous);
 CUresult fill_work(CUdeviceptr dst, std::uint32_t value, unsigned element, std::uint64_t count, CUstream stream,
                    bool per_thread, bool synchronous);
-// Frees the cuMemAlloc/cuMemAllocAsync memory of one device (a primary context reset). Requires the lock.
+// Frees the cuMemAlloc/cuMemAllocAsync memory of one device that no created context owns (a primary
+// context reset). Requires the lock.
 void release_device_allocations(State& s, int device);
+// Frees what cuCtxDestroy frees: the context's cuMemAlloc, cuMemAllocManaged and cuMemHostAlloc memory
+// (not stream-ordered pool memory, which outlives it). Requires the lock.
+void release_context_memory(State& s, const Context* context);
 // A device's default pool, created at first use. Requires the lock.
 Pool* default_pool(State& s, int device);
 // The pool cuMemAllocAsync uses on `device`: cuDeviceSetMemPool's, or the default one. Requires the lock.

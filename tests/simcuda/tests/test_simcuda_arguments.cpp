@@ -23,6 +23,8 @@
 using GraphInstantiateLegacyFn = CUresult(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
 using GetProcAddress11030Fn = CUresult(const char*, void**, int, cuuint64_t);
 using CaptureInfoV2Fn = CUresult(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**, size_t*);
+using CtxCreateV2Fn = CUresult(CUcontext*, unsigned int, CUdevice);  // also the CUDA 2.0 cuCtxCreate
+using CtxCreateV3Fn = CUresult(CUcontext*, CUexecAffinityParam*, int, unsigned int, CUdevice);
 
 // The kernel the table's module launches (found by the simulator with dlsym, hence exported).
 extern "C" __attribute__((visibility("default"))) void simcuda_kernel_arguments_noop(void** params) { (void)params; }
@@ -241,6 +243,24 @@ void add_memory_cases(std::vector<Case>& c) {
                                       size_t pitch = 0;
                                       return f(&p, &pitch, 1ULL << 33, 1ULL << 31, 4);  // 2^64 bytes
                                     });
+  add<decltype(cuMemAllocManaged)>(c, {"cuMemAllocManaged"}, "NULL dptr", kValue,
+                                   [](auto f, Env&) { return f(nullptr, 4096, CU_MEM_ATTACH_GLOBAL); });
+  add<decltype(cuMemAllocManaged)>(c, {"cuMemAllocManaged"}, "size 0", kValue, [](auto f, Env&) {
+    CUdeviceptr p = 0;
+    return f(&p, 0, CU_MEM_ATTACH_GLOBAL);
+  });
+  add<decltype(cuMemAllocManaged)>(c, {"cuMemAllocManaged"}, "flags 0", kValue, [](auto f, Env&) {
+    CUdeviceptr p = 0;
+    return f(&p, 4096, 0);
+  });
+  add<decltype(cuMemAllocManaged)>(c, {"cuMemAllocManaged"}, "both attach flags", kValue, [](auto f, Env&) {
+    CUdeviceptr p = 0;
+    return f(&p, 4096, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST);
+  });
+  add<decltype(cuMemAllocManaged)>(c, {"cuMemAllocManaged"}, "SIZE_MAX", kMemory, [](auto f, Env&) {
+    CUdeviceptr p = 0;
+    return f(&p, kHuge, CU_MEM_ATTACH_GLOBAL);
+  });
   add<decltype(cuMemFree_v2)>(c, {"cuMemFree_v2"}, "unknown pointer", kValue,
                               [](auto f, Env& e) { return f(e.alloc + 16); });
   add<decltype(cuMemFree_v2)>(c, {"cuMemFree_v2"}, "VMM address", kValue, [](auto f, Env& e) { return f(e.va); });
@@ -948,6 +968,62 @@ void add_breadth_cases(std::vector<Case>& c) {
                                         CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, [](auto f, Env& e) { return f(e.ctx); });
   add<decltype(cuCtxPushCurrent_v2)>(c, {"cuCtxPushCurrent_v2"}, "unknown context", kContext,
                                      [](auto f, Env& e) { return f(e.bogus<CUcontext>()); });
+  add<decltype(cuCtxCreate_v4)>(c, {"cuCtxCreate_v4"}, "NULL pctx", kValue,
+                                [](auto f, Env&) { return f(nullptr, nullptr, 0, 0); });
+  add<decltype(cuCtxCreate_v4)>(c, {"cuCtxCreate_v4"}, "bad ordinal", kDevice, [](auto f, Env&) {
+    CUcontext ctx = nullptr;
+    return f(&ctx, nullptr, 0, 1);
+  });
+  add<decltype(cuCtxCreate_v4)>(c, {"cuCtxCreate_v4"}, "unknown flag bits", kValue, [](auto f, Env&) {
+    CUcontext ctx = nullptr;
+    return f(&ctx, nullptr, 1u << 30, 0);
+  });
+  add<decltype(cuCtxCreate_v4)>(c, {"cuCtxCreate_v4"}, "SM-count affinity without MPS",
+                                CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, [](auto f, Env&) {
+                                  CUexecAffinityParam affinity{};
+                                  affinity.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+                                  affinity.param.smCount.val = 8;
+                                  CUctxCreateParams params{};
+                                  params.execAffinityParams = &affinity;
+                                  params.numExecAffinityParams = 1;
+                                  CUcontext ctx = nullptr;
+                                  return f(&ctx, &params, 0, 0);
+                                });
+  add<decltype(cuCtxCreate_v4)>(c, {"cuCtxCreate_v4"}, "CIG mode", CUDA_ERROR_NOT_SUPPORTED, [](auto f, Env&) {
+    CUctxCigParam cig{};
+    CUctxCreateParams params{};
+    params.cigParams = &cig;
+    CUcontext ctx = nullptr;
+    return f(&ctx, &params, 0, 0);
+  });
+  add<CtxCreateV3Fn>(c, {"cuCtxCreate_v3"}, "NULL pctx", kValue,
+                     [](auto f, Env&) { return f(nullptr, nullptr, 0, 0, 0); });
+  add<CtxCreateV3Fn>(c, {"cuCtxCreate_v3"}, "negative affinity count", kValue, [](auto f, Env&) {
+    CUcontext ctx = nullptr;
+    return f(&ctx, nullptr, -1, 0, 0);
+  });
+  add<CtxCreateV3Fn>(c, {"cuCtxCreate_v3"}, "SM-count affinity without MPS", CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY,
+                     [](auto f, Env&) {
+                       CUexecAffinityParam affinity{};
+                       affinity.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+                       affinity.param.smCount.val = 8;
+                       CUcontext ctx = nullptr;
+                       return f(&ctx, &affinity, 1, 0, 0);
+                     });
+  add<CtxCreateV2Fn>(c, {"cuCtxCreate", "cuCtxCreate_v2"}, "NULL pctx", kValue,
+                     [](auto f, Env&) { return f(nullptr, 0, 0); });
+  add<CtxCreateV2Fn>(c, {"cuCtxCreate", "cuCtxCreate_v2"}, "bad ordinal", kDevice, [](auto f, Env&) {
+    CUcontext ctx = nullptr;
+    return f(&ctx, 0, -1);
+  });
+  add<CtxCreateV2Fn>(c, {"cuCtxCreate", "cuCtxCreate_v2"}, "two scheduling policies", kValue, [](auto f, Env&) {
+    CUcontext ctx = nullptr;
+    return f(&ctx, CU_CTX_SCHED_MASK, 0);
+  });
+  add<decltype(cuCtxDestroy_v2)>(c, {"cuCtxDestroy", "cuCtxDestroy_v2"}, "unknown context", kContext,
+                                 [](auto f, Env& e) { return f(e.bogus<CUcontext>()); });
+  add<decltype(cuCtxDestroy_v2)>(c, {"cuCtxDestroy", "cuCtxDestroy_v2"}, "a primary context", kContext,
+                                 [](auto f, Env& e) { return f(e.ctx); });
   add<decltype(cuCtxPopCurrent_v2)>(c, {"cuCtxPopCurrent_v2"}, "no current context", kContext, [](auto f, Env&) {
     cuCtxSetCurrent(nullptr);
     CUcontext ctx = nullptr;

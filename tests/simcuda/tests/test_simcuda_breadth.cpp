@@ -1,6 +1,11 @@
 // Semantics of the driver API beyond kvremap's own calls: device identity, contexts, peers, events, streams,
 // pinned host memory, copy and memset variants, pointer queries on host memory.
+#include <dlfcn.h>
+
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "simcuda_fixture.h"
@@ -24,11 +29,12 @@ TEST_F(Breadth, DeviceIdentityRoundTrips) {
   EXPECT_EQ(dev, 1);
   int attr = 0;
   ASSERT_CU(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 1));
-  EXPECT_EQ(bus, std::string("0000:") + (attr < 16 ? "0" : "") + [&] {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "%x", attr);
-    return std::string(hex);
-  }() + ":00.0");
+  EXPECT_EQ(
+      bus, std::string("0000:") + (attr < 16 ? "0" : "") + [&] {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "%x", attr);
+        return std::string(hex);
+      }() + ":00.0");
   ASSERT_CU(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 0));
   EXPECT_EQ(attr, 64);
   ASSERT_CU(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 0));
@@ -297,6 +303,133 @@ TEST_F(Breadth, CurrentPoolServesCuMemAllocAsyncAndDestroyWaitsForItsAllocations
   EXPECT_EQ(simcuda_device_used_bytes(0), 4 * kMiB) << "an outstanding allocation outlives its pool's destruction";
   ASSERT_CU(cuMemFreeAsync(p, nullptr));
   EXPECT_EQ(simcuda_device_used_bytes(0), 0u);
+}
+
+}  // namespace
+
+namespace {
+
+class CreatedContexts : public SimDriver {};
+
+// cuCtxCreate pushes a new context over the current one; cuCtxDestroy frees its cuMemAlloc, managed and
+// pinned memory (not pool memory) and pops it, so the primary context is current again.
+TEST_F(CreatedContexts, CreateIsAPushAndDestroyFreesItsMemoryAndPops) {
+  Restart("SIMCUDA_CONTEXT_BYTES=4MiB");
+  const unsigned long long with_primary = simcuda_device_used_bytes(0);
+  CUdeviceptr primary_memory = 0;
+  ASSERT_CU(cuMemAlloc(&primary_memory, kMiB));
+  CUcontext created = nullptr, current = nullptr;
+  ASSERT_CU(cuCtxCreate_v4(&created, nullptr, CU_CTX_SCHED_YIELD, 0));
+  EXPECT_NE(created, ctx_);
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  EXPECT_EQ(current, created);
+  unsigned flags = 0;
+  ASSERT_CU(cuCtxGetFlags(&flags));
+  EXPECT_EQ(flags, static_cast<unsigned>(CU_CTX_SCHED_YIELD));
+  CUdevice dev = -1;
+  ASSERT_CU(cuCtxGetDevice(&dev));
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(simcuda_device_used_bytes(0), with_primary + 2 * kMiB + 4 * kMiB) << "the context's own bytes";
+
+  CUdeviceptr own = 0, managed = 0, pooled = 0;
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAlloc(&own, kMiB));
+  ASSERT_CU(cuMemAllocManaged(&managed, kMiB, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemHostAlloc(&pinned, 4096, 0));
+  ASSERT_CU(cuMemAllocAsync(&pooled, kMiB, nullptr));
+  CUcontext owner = nullptr;
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, own));
+  EXPECT_EQ(owner, created);
+
+  // A primary-context reset leaves the created context's memory alone.
+  ASSERT_CU(cuDevicePrimaryCtxReset(0));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  EXPECT_CU(cuMemGetAddressRange(&base, &size, own));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange(&base, &size, primary_memory)) << "the reset freed it";
+
+  // Popped and pushed like any context.
+  CUcontext popped = nullptr;
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  EXPECT_EQ(popped, created);
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  EXPECT_EQ(current, ctx_);
+  ASSERT_CU(cuCtxPushCurrent(created));
+
+  ASSERT_CU(cuCtxDestroy_v2(created));
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  EXPECT_EQ(current, ctx_) << "destroying the current context pops it";
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange(&base, &size, own));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange(&base, &size, managed));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFreeHost(pinned)) << "freed with its context";
+  EXPECT_CU(cuMemGetAddressRange(&base, &size, pooled)) << "pool memory outlives the context (cuda.h)";
+  ASSERT_CU(cuMemFreeAsync(pooled, nullptr));
+  EXPECT_EQ(simcuda_device_used_bytes(0), with_primary);
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuCtxPushCurrent(created));
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuCtxSetCurrent(created));
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuCtxDestroy_v2(created)) << "destroyed twice";
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuCtxDestroy_v2(ctx_)) << "a primary context is released, not destroyed";
+}
+
+// A context destroyed by one thread stays current to another, which gets CONTEXT_IS_DESTROYED (cuda.h).
+TEST_F(CreatedContexts, AnotherThreadsCurrentContextIsDestroyedUnderIt) {
+  CUcontext created = nullptr;
+  ASSERT_CU(cuCtxCreate_v4(&created, nullptr, 0, 0));
+  ASSERT_CU(cuCtxPopCurrent(nullptr));
+  CUresult before = CUDA_ERROR_UNKNOWN, after = CUDA_ERROR_UNKNOWN;
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  std::thread other([&] {
+    cuCtxSetCurrent(created);
+    CUdeviceptr p = 0;
+    before = cuMemAlloc(&p, kMiB);
+    if (before == CUDA_SUCCESS) cuMemFree(p);
+    {
+      std::unique_lock<std::mutex> lock(m);
+      step = 1;
+      cv.notify_all();
+      cv.wait(lock, [&] { return step == 2; });
+    }
+    after = cuMemAlloc(&p, kMiB);
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  ASSERT_CU(cuCtxDestroy_v2(created));
+  {
+    std::lock_guard<std::mutex> lock(m);
+    step = 2;
+  }
+  cv.notify_all();
+  other.join();
+  EXPECT_EQ(before, CUDA_SUCCESS);
+  EXPECT_EQ(after, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+}
+
+TEST_F(CreatedContexts, EveryAbiCreatesAndExecutionAffinityNeedsMps) {
+  using CreateV2 = CUresult(CUcontext*, unsigned int, CUdevice);
+  using CreateV3 = CUresult(CUcontext*, CUexecAffinityParam*, int, unsigned int, CUdevice);
+  for (const char* name : {"cuCtxCreate", "cuCtxCreate_v2"}) {
+    auto* create = reinterpret_cast<CreateV2*>(dlsym(RTLD_DEFAULT, name));
+    ASSERT_NE(create, nullptr) << name;
+    CUcontext c = nullptr;
+    ASSERT_CU(create(&c, CU_CTX_MAP_HOST, 0));
+    EXPECT_CU(cuCtxDestroy_v2(c)) << name;
+  }
+  auto* create_v3 = reinterpret_cast<CreateV3*>(dlsym(RTLD_DEFAULT, "cuCtxCreate_v3"));
+  ASSERT_NE(create_v3, nullptr);
+  CUcontext c = nullptr;
+  ASSERT_CU(create_v3(&c, nullptr, 0, 0, 0));
+  EXPECT_CU(cuCtxDestroy_v2(c));
+  CUexecAffinityParam affinity{};
+  affinity.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+  affinity.param.smCount.val = 16;
+  EXPECT_EQ(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, create_v3(&c, &affinity, 1, 0, 0));
+  CUcontext current = nullptr;
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  EXPECT_EQ(current, ctx_) << "failed creations push nothing";
 }
 
 }  // namespace

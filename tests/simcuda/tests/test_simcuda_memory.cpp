@@ -497,3 +497,98 @@ TEST_F(MemoryTest, PointerAttributesAnswerSeveralAtOnceAndDmaBufIsNotSupported) 
             cuMemGetHandleForAddressRange(&fd, p, 2 * kMiB, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
   ASSERT_CU(cuMemFree(p));
 }
+
+// Unified addressing: the pointer names its allocation, so cuMemFree needs no current context. Numba
+// pops every context of a thread and then frees what its contexts still owe.
+TEST_F(MemoryTest, MemFreeNeedsNoCurrentContext) {
+  CUdeviceptr p = 0;
+  ASSERT_CU(cuMemAlloc(&p, kMiB));
+  ASSERT_CU(cuCtxSetCurrent(nullptr));
+  EXPECT_CU(cuMemFree(p));
+  EXPECT_EQ(Used(), 0u) << "the free returned the memory";
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(p)) << "freed twice";
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuMemAlloc(&p, kMiB)) << "allocating still needs a context";
+}
+
+// Pinned host memory is device memory at the same address: memsets and copies reach it through its
+// device pointer, and cuMemGetAddressRange answers the pinned block containing any of its bytes.
+TEST_F(MemoryTest, MappedHostMemoryIsDeviceMemoryForMemsetsCopiesAndAddressRanges) {
+  constexpr size_t kBytes = 3 * 4096;
+  void* host = nullptr;
+  ASSERT_CU(cuMemHostAlloc(&host, kBytes, CU_MEMHOSTALLOC_DEVICEMAP));
+  CUdeviceptr mapped = 0;
+  ASSERT_CU(cuMemHostGetDevicePointer(&mapped, host, 0));
+  ASSERT_CU(cuMemsetD8(mapped, 0xab, kBytes));
+  EXPECT_EQ(static_cast<unsigned char*>(host)[kBytes - 1], 0xab) << "the memset wrote the host memory";
+  std::vector<unsigned char> back(kBytes);
+  static_cast<unsigned char*>(host)[5] = 7;
+  ASSERT_CU(cuMemcpyDtoH(back.data(), mapped, kBytes));
+  EXPECT_EQ(back[5], 7);
+  EXPECT_EQ(back[6], 0xab);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, mapped + 4100));
+  EXPECT_EQ(base, mapped);
+  EXPECT_EQ(size, kBytes);
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemsetD8(mapped, 0, kBytes + 4096 * 16)) << "past the block";
+
+  // Registered memory likewise (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: the same address).
+  std::vector<unsigned char> user(8192, 1);
+  ASSERT_CU(cuMemHostRegister(user.data(), user.size(), CU_MEMHOSTREGISTER_DEVICEMAP));
+  const auto registered = reinterpret_cast<CUdeviceptr>(user.data());
+  ASSERT_CU(cuMemsetD8(registered + 100, 9, 50));
+  EXPECT_EQ(user[99], 1);
+  EXPECT_EQ(user[100], 9);
+  ASSERT_CU(cuMemcpyDtoD(registered, mapped, 16));
+  EXPECT_EQ(user[0], 0xab);
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, registered + 5000));
+  EXPECT_EQ(base, registered);
+  EXPECT_EQ(size, user.size());
+  ASSERT_CU(cuMemHostUnregister(user.data()));
+  ASSERT_CU(cuMemFreeHost(host));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange(&base, &size, mapped)) << "freed";
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemsetD8(mapped, 0, 16)) << "freed";
+}
+
+// Managed memory: one address for the host and the device, real memory both sides reach, charged to no
+// device until a device touches it (which never happens here).
+TEST_F(MemoryTest, ManagedMemoryIsOneAddressForHostAndDevice) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 3 * kMiB, CU_MEM_ATTACH_GLOBAL));
+  EXPECT_EQ(Used(), 0u);
+  auto* bytes = reinterpret_cast<unsigned char*>(managed);
+  bytes[0] = 3;  // the host writes it directly
+  ASSERT_CU(cuMemsetD8(managed + 1, 0x5a, 3 * kMiB - 1));
+  EXPECT_EQ(bytes[3 * kMiB - 1], 0x5a);
+  CUdeviceptr device = 0;
+  ASSERT_CU(cuMemAlloc(&device, kMiB));
+  ASSERT_CU(cuMemcpyDtoD(device, managed, kMiB));
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(device)[0], 3);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(device)[1], 0x5a);
+  int is_managed = 0;
+  ASSERT_CU(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, managed + 10));
+  EXPECT_EQ(is_managed, 1);
+  ASSERT_CU(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, device));
+  EXPECT_EQ(is_managed, 0);
+  CUdeviceptr host_pointer = 0;
+  ASSERT_CU(cuPointerGetAttribute(&host_pointer, CU_POINTER_ATTRIBUTE_HOST_POINTER, managed + 10));
+  EXPECT_EQ(host_pointer, managed + 10);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, managed + 2 * kMiB));
+  EXPECT_EQ(base, managed);
+  EXPECT_EQ(size, 3 * kMiB);
+  CUipcMemHandle ipc{};
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuIpcGetMemHandle(&ipc, managed)) << "legacy IPC is for cuMemAlloc memory";
+  CUdeviceptr attached_host = 0;
+  ASSERT_CU(cuMemAllocManaged(&attached_host, 4096, CU_MEM_ATTACH_HOST));
+  ASSERT_CU(cuMemFree(attached_host));
+  ASSERT_CU(cuMemFree(managed));
+  ASSERT_CU(cuMemFree(device));
+  EXPECT_EQ(Used(), 0u);
+  int attribute = 0;
+  ASSERT_CU(cuDeviceGetAttribute(&attribute, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0));
+  EXPECT_EQ(attribute, 1);
+  ASSERT_CU(cuDeviceGetAttribute(&attribute, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0));
+  EXPECT_EQ(attribute, 1);
+}
