@@ -34,6 +34,18 @@ CUresult get_uuid(CUuuid* uuid, CUdevice dev) {
 constexpr unsigned kPrimaryFlags = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
                                    CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS;
 
+// The context below the current one on the calling thread's stack becomes current; popping the bottom
+// of the stack leaves none.
+void pop_current_context() {
+  auto& stack = context_stack();
+  Context* below = nullptr;
+  if (!stack.empty()) {
+    below = stack.back();
+    stack.pop_back();
+  }
+  set_current_context(below);
+}
+
 }  // namespace
 }  // namespace simcuda
 
@@ -164,14 +176,7 @@ SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
   Context* current = get_current_context(s);
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx) *pctx = reinterpret_cast<CUcontext>(current);
-  auto& stack = context_stack();
-  // The context below becomes current; popping the bottom of the stack leaves none.
-  Context* below = nullptr;
-  if (!stack.empty()) {
-    below = stack.back();
-    stack.pop_back();
-  }
-  set_current_context(below);
+  pop_current_context();
   return CUDA_SUCCESS;
 }
 
@@ -345,15 +350,7 @@ CUresult destroy_context(CUcontext ctx) {
   c->retains = 0;
   c->destroyed = true;
   c->peers.clear();
-  if (get_current_context(s) == c) {
-    auto& stack = context_stack();
-    Context* below = nullptr;
-    if (!stack.empty()) {
-      below = stack.back();
-      stack.pop_back();
-    }
-    set_current_context(below);
-  }
+  if (get_current_context(s) == c) pop_current_context();
   forget_in_stack(c);
   return CUDA_SUCCESS;
 }

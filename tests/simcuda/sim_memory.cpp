@@ -122,6 +122,14 @@ void release_address(State& s, const Allocation& a) {
   }
 }
 
+// Tracks a new allocation as the current context's, with a fresh buffer id, and hands out its address.
+void record_allocation(State& s, Allocation& a, CUdeviceptr* out) {
+  a.context = get_current_context(s);
+  a.buffer_id = s.next_buffer_id++;
+  s.allocations[a.va] = a;
+  *out = a.va;
+}
+
 CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered, Pool* pool = nullptr) {
   std::lock_guard<std::mutex> guard(lock());
   State& s = state();
@@ -165,10 +173,7 @@ CUresult allocate(CUdeviceptr* out, std::uint64_t bytes, bool stream_ordered, Po
   a.device = device;
   a.stream_ordered = stream_ordered;
   a.pool = pool;
-  a.context = get_current_context(s);
-  a.buffer_id = s.next_buffer_id++;
-  s.allocations[a.va] = a;
-  *out = a.va;
+  record_allocation(s, a, out);
   return CUDA_SUCCESS;
 }
 
@@ -227,10 +232,7 @@ CUresult allocate_managed(CUdeviceptr* out, std::uint64_t bytes, unsigned flags)
   a.mapped = mapped;
   a.device = device;
   a.managed = true;
-  a.context = get_current_context(s);
-  a.buffer_id = s.next_buffer_id++;
-  s.allocations[a.va] = a;
-  *out = a.va;
+  record_allocation(s, a, out);
   return CUDA_SUCCESS;
 }
 
