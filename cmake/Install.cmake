@@ -17,7 +17,6 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/kvremap DESTINATION ${KVREMAP_INS
 
 # The C API as a package: header only (the functions are weak references the preloaded library
 # resolves), with the library's installed path for programs that preload it themselves.
-set(KVREMAP_INSTALL_CMAKEDIR "${KVREMAP_INSTALL_ARCH_LIBDIR}/cmake/kvremap")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/packaging/kvremapConfig.cmake.in
   ${CMAKE_BINARY_DIR}/packaging/kvremapConfig.cmake
   INSTALL_DESTINATION ${KVREMAP_INSTALL_CMAKEDIR}
@@ -27,10 +26,10 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/packaging/kvremapConfigVers
 install(FILES ${CMAKE_BINARY_DIR}/packaging/kvremapConfig.cmake ${CMAKE_BINARY_DIR}/packaging/kvremapConfigVersion.cmake
         DESTINATION ${KVREMAP_INSTALL_CMAKEDIR})
 # pkg-config finds its prefix from the file's own place (pcfiledir), so the tree can move.
-cmake_path(RELATIVE_PATH CMAKE_INSTALL_PREFIX BASE_DIRECTORY "${CMAKE_INSTALL_PREFIX}/${KVREMAP_INSTALL_ARCH_LIBDIR}/pkgconfig"
+cmake_path(RELATIVE_PATH CMAKE_INSTALL_PREFIX BASE_DIRECTORY "${CMAKE_INSTALL_PREFIX}/${KVREMAP_INSTALL_PKGCONFIGDIR}"
            OUTPUT_VARIABLE KVREMAP_PREFIX_FROM_PCDIR)
 configure_file(${PROJECT_SOURCE_DIR}/packaging/kvremap.pc.in ${CMAKE_BINARY_DIR}/packaging/kvremap.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/packaging/kvremap.pc DESTINATION ${KVREMAP_INSTALL_ARCH_LIBDIR}/pkgconfig)
+install(FILES ${CMAKE_BINARY_DIR}/packaging/kvremap.pc DESTINATION ${KVREMAP_INSTALL_PKGCONFIGDIR})
 
 # Docs, license (Debian's copyright format) and changelog, compressed as Debian installs them.
 add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/packaging/changelog.gz

@@ -15,6 +15,9 @@ set(KVREMAP_INSTALL_LIBDIR "${KVREMAP_INSTALL_ARCH_LIBDIR}/kvremap" CACHE STRING
 set(KVREMAP_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
     "Directory of the Python helper (import kvremap), relative to the prefix; Debian's python3 searches /usr/lib/python3/dist-packages")
 set(KVREMAP_INSTALL_DOCDIR "${CMAKE_INSTALL_DATAROOTDIR}/doc/kvremap")
+# The C API's package files (architecture-dependent: they name the library's directory).
+set(KVREMAP_INSTALL_PKGCONFIGDIR "${KVREMAP_INSTALL_ARCH_LIBDIR}/pkgconfig")
+set(KVREMAP_INSTALL_CMAKEDIR "${KVREMAP_INSTALL_ARCH_LIBDIR}/cmake/kvremap")
 # From the CLI's directory to the library's, in an installed tree.
 cmake_path(RELATIVE_PATH KVREMAP_INSTALL_LIBDIR BASE_DIRECTORY "${CMAKE_INSTALL_BINDIR}"
            OUTPUT_VARIABLE KVREMAP_LIBDIR_FROM_BINDIR)
