@@ -17,6 +17,23 @@ std::string_view to_string(TriggerMode mode) {
   return "auto";
 }
 
+bool commits_at_serving(CommitReason reason) {
+  switch (reason) {
+    case CommitReason::graph_launch:
+    case CommitReason::launch_off_capture_streams:
+    case CommitReason::kv_launch_before_capture:
+    case CommitReason::serving_port_open:
+      return true;
+    case CommitReason::none:
+    case CommitReason::kv_access:
+    case CommitReason::launch_without_graphs:
+    case CommitReason::first_launch:
+    case CommitReason::manual:
+      break;
+  }
+  return false;
+}
+
 std::string_view to_string(CommitReason reason) {
   switch (reason) {
     case CommitReason::none:

@@ -47,6 +47,11 @@ enum class CommitReason : std::uint8_t {
   serving_port_open,           // a kernel after the engine's server began listening: serving, whatever the flags said
 };
 std::string_view to_string(CommitReason reason);
+// Whether a commit for `reason` happens where serving begins (a replay, a kernel off the capture streams
+// or reaching KV with no capture to come, the server listening), rather than before start-up work that
+// may still follow it (an eager engine's first kernel, KVREMAP_COMMIT=first-launch, kvremap_commit(), a
+// copy into KV).
+bool commits_at_serving(CommitReason reason);
 
 // The commit invariant: no work that could be serving runs on deferred KV. Work on deferred KV is
 // allowed only in start-up windows this machine can prove:

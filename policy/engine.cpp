@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <utility>
 
 #include "policy/printable.h"
 #include "policy/units.h"
@@ -154,6 +156,31 @@ std::uint16_t port_value(std::optional<std::string_view> text, std::uint16_t fal
   return value && *value > 0 && *value <= 65535 ? static_cast<std::uint16_t>(*value) : 0;
 }
 
+// An int as Python's int() reads it, possibly negative (SGLang's --chunked-prefill-size takes -1).
+std::optional<std::int64_t> signed_count(std::string_view text) {
+  const bool negative = text.starts_with('-');
+  const std::optional<std::uint64_t> magnitude = parse_count(negative ? text.substr(1) : text);
+  if (!magnitude || *magnitude > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  return negative ? -static_cast<std::int64_t>(*magnitude) : static_cast<std::int64_t>(*magnitude);
+}
+
+// SGLang's human_readable_int (utils/common.py:2816): an int, or an integer with an SI (k, M, G, T) or
+// IEC (Ki, Mi, Gi, Ti) suffix, case-sensitive. SI decimals ("25.6k") are not read: nullopt, as for
+// anything else, and the estimate then takes SGLang's default.
+std::optional<std::uint64_t> human_readable_count(std::string_view text) {
+  static constexpr std::pair<std::string_view, std::uint64_t> kSuffixes[] = {
+      {"Ki", std::uint64_t{1} << 10}, {"Mi", std::uint64_t{1} << 20}, {"Gi", std::uint64_t{1} << 30},
+      {"Ti", std::uint64_t{1} << 40}, {"k", 1000},                     {"M", 1000000},
+      {"G", 1000000000},              {"T", 1000000000000}};
+  for (const auto& [suffix, multiplier] : kSuffixes) {
+    if (!text.ends_with(suffix)) continue;
+    const std::optional<std::uint64_t> n = parse_count(text.substr(0, text.size() - suffix.size()));
+    if (!n || *n > UINT64_MAX / multiplier) return std::nullopt;
+    return *n * multiplier;
+  }
+  return parse_count(text);
+}
+
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.graphs_expected = false;
   p.eager_reason.clear();
@@ -201,6 +228,8 @@ void read_flags(std::span<const std::string> argv, EngineProfile& p) {
         p.kv_connector = "--disaggregation-mode " + printable(*mode);
       if (runs_server(argv, p.kind)) p.serving_port = port_value(flag_value(flags, "--port"), 30000);
       if (auto v = flag_value(flags, "--mem-fraction-static")) p.mem_fraction_static = parse_fraction(*v);
+      if (auto v = flag_value(flags, "--chunked-prefill-size")) p.chunked_prefill_size = signed_count(*v);
+      if (auto v = flag_value(flags, "--max-prefill-tokens")) p.max_prefill_tokens = human_readable_count(*v);
       // Decode graphs are what SGLang captures by default; prefill graphs are subject to its per-platform
       // auto-disable (server_args.py:3100-3130), so without decode graphs no capture can be relied on.
       // --disable-cuda-graph is the deprecated alias of both backends disabled (server_args.py:6201).

@@ -29,6 +29,10 @@ struct EngineProfile {
   std::optional<double> gpu_memory_utilization;  // vLLM --gpu-memory-utilization
   std::optional<double> mem_fraction_static;     // SGLang --mem-fraction-static
   std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory(-bytes)
+  // SGLang's prefill batch flags, for its activation estimate (policy/sglang_model.h): --chunked-prefill-size
+  // (-1 or 0: chunking off) and --max-prefill-tokens (an int, or SI/IEC suffixed: 16k, 16Ki).
+  std::optional<std::int64_t> chunked_prefill_size;
+  std::optional<std::uint64_t> max_prefill_tokens;
   // The flag that hands the KV cache to a KV connector or to prefill/decode disaggregation (vLLM
   // `--kv-transfer-config`, SGLang `--disaggregation-mode prefill|decode`), printable; empty without one.
   // The engine registers its KV cache with the connector right after allocating it (vLLM

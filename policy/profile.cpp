@@ -307,6 +307,9 @@ ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
       fields.uint(root, "kv_tensors", "kv_tensors", std::numeric_limits<std::uint32_t>::max()));
   p.granularity_bytes = fields.uint(root, "granularity_bytes", "granularity_bytes");
   p.headroom_bytes = fields.uint(root, "headroom_bytes", "headroom_bytes");
+  // Optional: profiles written before the field took their whole headroom from measurement.
+  if (root.contains("headroom_measured_bytes") && !root.at("headroom_measured_bytes").is_null())
+    p.headroom_measured_bytes = fields.uint(root, "headroom_measured_bytes", "headroom_measured_bytes");
   p.margin_bytes = fields.int64(root, "margin_bytes", "margin_bytes");
   p.sizing_shift_bytes = fields.int64(root, "sizing_shift_bytes", "sizing_shift_bytes");
   p.memory_share = fields.share(root, "memory_share", "memory_share");
@@ -433,6 +436,8 @@ std::string to_json(const Profile& profile) {
   out["kv_tensors"] = profile.kv_tensors;
   out["granularity_bytes"] = profile.granularity_bytes;
   out["headroom_bytes"] = profile.headroom_bytes;
+  out["headroom_measured_bytes"] =
+      profile.headroom_measured_bytes ? ordered_json(*profile.headroom_measured_bytes) : ordered_json();
   out["margin_bytes"] = profile.margin_bytes;
   out["sizing_shift_bytes"] = profile.sizing_shift_bytes;
   out["memory_share"] = profile.memory_share ? ordered_json(*profile.memory_share) : ordered_json();
@@ -480,6 +485,9 @@ std::optional<std::string> profile_out_of_bounds(const Profile& p, std::uint64_t
   at_most_device("sizing_shift_bytes", magnitude(p.sizing_shift_bytes), signed_size(p.sizing_shift_bytes));
   at_most_device("margin_bytes", magnitude(p.margin_bytes), signed_size(p.margin_bytes));
   at_most_device("headroom_bytes", p.headroom_bytes, format_bytes(p.headroom_bytes));
+  if (p.headroom_measured_bytes && *p.headroom_measured_bytes > p.headroom_bytes)
+    problems.push_back("headroom_measured_bytes " + format_bytes(*p.headroom_measured_bytes) +
+                       " is more than headroom_bytes " + format_bytes(p.headroom_bytes) + ", of which it is a part");
   at_most_device("granularity_bytes", p.granularity_bytes, format_bytes(p.granularity_bytes));
   if (p.serving_peak_bytes)
     at_most_device("serving_peak_bytes", *p.serving_peak_bytes, format_bytes(*p.serving_peak_bytes));

@@ -84,6 +84,9 @@ struct Profile {
   std::optional<std::uint64_t> serving_peak_bytes;   // known at exit only
   std::int64_t margin_bytes = 0;                     // commit margin; negative: deficit
   std::uint64_t headroom_bytes = 0;
+  // The part of headroom_bytes that rested on measurement (policy/serving_headroom.h): less when an
+  // engine's estimate raised it before serving was measured. None: all of it (profiles without the field).
+  std::optional<std::uint64_t> headroom_measured_bytes;
   // How much less free memory than the driver's figure this start's sizing query reported (negative:
   // more), so the next start moves from where this one stood; 0 when the engine sized it alone.
   std::int64_t sizing_shift_bytes = 0;

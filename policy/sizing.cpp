@@ -46,9 +46,15 @@ std::optional<double> memory_share(const EngineProfile& engine) {
 SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<double> share,
                        std::uint64_t device_total) {
   SizingStep step;
+  // The headroom this start will keep (policy/serving_headroom.h): once serving was measured, what the
+  // last start kept on measurement or what serving needed where more, an estimate it kept beyond that
+  // handed back; before, the same headroom again.
   const std::uint64_t serving = previous.serving_peak_bytes.value_or(0);
-  const std::uint64_t beyond_headroom = serving > previous.headroom_bytes ? serving - previous.headroom_bytes : 0;
-  step.slack_bytes = sub(previous.margin_bytes, as_signed(beyond_headroom));
+  const std::uint64_t measured = std::min(previous.headroom_measured_bytes.value_or(previous.headroom_bytes), previous.headroom_bytes);
+  const std::uint64_t next_headroom =
+      previous.serving_peak_bytes ? std::max(measured, serving) : previous.headroom_bytes;
+  const std::int64_t headroom_moved = sub(as_signed(previous.headroom_bytes), as_signed(next_headroom));
+  step.slack_bytes = add(previous.margin_bytes, headroom_moved);
   std::int64_t prev = clamp_signed(previous.sizing_shift_bytes);
   // Another share: the engine asks for (share - previous share) x total more KV than the profile's
   // start did; the shift it needed grows by as much (shrinks, for a lower share).
@@ -87,7 +93,12 @@ SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<d
   step.reason = "the last start was shifted by " + signed_bytes(clamp_signed(previous.sizing_shift_bytes)) +
                 (moved.empty() ? "" : ", " + signed_bytes(sub(prev, previous.sizing_shift_bytes)) + " more for the share" + moved) +
                 " and " + what +
-                (beyond_headroom ? " (serving needed " + format_bytes(beyond_headroom) + " beyond its headroom)" : "") +
+                (headroom_moved < 0
+                     ? " (serving needed " + signed_bytes(-headroom_moved) + " beyond its headroom)"
+                 : headroom_moved > 0
+                     ? " (serving needed " + format_bytes(serving) + " of the " + format_bytes(previous.headroom_bytes) +
+                           " headroom it kept)"
+                     : "") +
                 (clamped ? ": this start's sizing query " + told + " (learned sizing never gives more KV than the engine asks for)"
                          : ": for " + format_bytes(step.target_kv_bytes) + " of KV this start's sizing query " + told);
   return step;

@@ -21,7 +21,8 @@ std::optional<std::string> sizing_not_applicable(const EngineProfile& engine);
 // rounded down to the engine's step: whole blocks, whole granules per tensor.
 //
 // A start's commit measured how much KV the device held beside the headroom: its KV cache plus its
-// margin, less what serving needed beyond the headroom. The next start aims at the largest multiple
+// margin, less what serving needed beyond the headroom, plus what an estimate kept beyond the
+// measured headroom once serving showed the measurement was enough (policy/serving_headroom.h). The next start aims at the largest multiple
 // of the KV step at least kSizingCushionBytes below that, and since the engine rounds down from
 // where the last start's shift left it, moving the shift by exactly (last KV - target) lands the
 // engine on the target whatever the remainder was: one step, then no further change. The step is
@@ -33,7 +34,7 @@ inline constexpr std::uint64_t kSizingCushionBytes = std::uint64_t{8} << 20;
 struct SizingStep {
   // How much less free memory than the driver's figure the sizing query reports (negative: more).
   std::int64_t shift_bytes = 0;
-  std::int64_t slack_bytes = 0;       // the measured margin less serving's need beyond the headroom
+  std::int64_t slack_bytes = 0;       // the margin plus the last headroom less this start's
   std::uint64_t target_kv_bytes = 0;  // the KV cache this start should get
   std::uint64_t step_bytes = 0;       // the KV step the target is a multiple of
   std::string reason;                 // one line: what the profile measured and what follows

@@ -180,16 +180,17 @@ void Engine::load_weights() {
 
 // The activations of one forward at the maximum batch: all live at the peak, then freed (cached).
 // With `kv_write`, each layer also writes its KV tensor's region, as attention does in serving.
-void Engine::eager_forward(std::optional<KvWrite> kv_write) {
+void Engine::eager_forward(std::optional<KvWrite> kv_write, std::uint64_t peak) {
+  if (peak == 0) peak = s_.activation_peak;
   // Activations of different shapes (hidden states, attention scores, MLP intermediates), sized
   // 1:2:...:n so they add up to the scenario's peak: a forward pass does not allocate a run of
   // identical large tensors, which is what a KV cache looks like.
   std::vector<Tensor> live;
   const std::size_t n = s_.activation_tensors;
-  const std::uint64_t unit = s_.activation_peak / (n * (n + 1) / 2);
+  const std::uint64_t unit = peak / (n * (n + 1) / 2);
   std::uint64_t allocated = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t bytes = i + 1 == n ? s_.activation_peak - allocated : unit * (i + 1);
+    const std::uint64_t bytes = i + 1 == n ? peak - allocated : unit * (i + 1);
     allocated += bytes;
     live.push_back(allocate(bytes));
     kernels_->fill(live.back().ptr, bytes, kActivationSeed + static_cast<std::uint32_t>(i));

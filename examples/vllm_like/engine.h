@@ -101,7 +101,8 @@ class Engine {
   // A new side stream made current, as vLLM's and SGLang's graph_capture() do.
   void enter_graph_capture();
   void leave_graph_capture();
-  void eager_forward(std::optional<KvWrite> kv_write = std::nullopt);
+  // `peak`: the activations' total; 0 for the profiling forward's (Scenario::activation_peak).
+  void eager_forward(std::optional<KvWrite> kv_write = std::nullopt, std::uint64_t peak = 0);
   std::uint64_t estimate_graph_memory();
 
   // engine_post_kv.cpp

@@ -89,10 +89,10 @@ void Engine::begin_serving() {
   if (mark_serving_start()) std::printf("vllm_like: phase serving: simcudart_mark_serving() called\n");
 }
 
-// A prefill too long for any captured graph: eager, on the main stream, at the profiled activation
-// peak (profiling ran the largest batch a step may take), writing the prompt's KV.
+// A prefill too long for any captured graph: eager, on the main stream, at the serving activation peak
+// (the profiled one unless the scenario says more), writing the prompt's KV.
 void Engine::eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed) {
-  eager_forward(KvWrite{region, seed});
+  eager_forward(KvWrite{region, seed}, s_.serving_activation_peak);
   kv_expected_[region] = seed;
   verify_kv(std::string("after the ") + request + "'s eager prefill");
   std::printf("vllm_like: phase serving: %s: eager prefill of %zu tokens on the main stream, KV verified\n", request,
@@ -128,10 +128,10 @@ void Engine::serve_vllm() {
   if (!o_.cuda_graphs || o_.first_request == FirstRequest::eager_prefill)
     eager_prefill("first request", largest + 1, kFirstPromptRegion, kFirstRequestSeed);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
-  eager_forward(KvWrite{kSecondPromptRegion, kSecondRequestSeed});
+  eager_forward(KvWrite{kSecondPromptRegion, kSecondRequestSeed}, s_.serving_activation_peak);
   kv_expected_[kSecondPromptRegion] = kSecondRequestSeed;
   verify_kv("after an eager step");
-  std::printf("vllm_like: phase serving: eager step at the activation peak, KV verified, free %s GiB\n",
+  std::printf("vllm_like: phase serving: eager step at the serving activation peak, KV verified, free %s GiB\n",
               gib(static_cast<double>(query_free())).c_str());
 }
 

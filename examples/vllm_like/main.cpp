@@ -57,6 +57,8 @@ void print_usage() {
       "SGLang:\n"
       "  --mem-fraction-static F      share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
       "  --disable-cuda-graph         no CUDA-graph capture; prefill and decode run eagerly\n"
+      "  --chunked-prefill-size N     prefill chunk in tokens (-1: off), as SGLang takes it; the replica's\n"
+      "                               prefill activations come from the scenario (serving.activation_peak)\n"
       "Both:\n"
       "  --kv-layout per-layer|one-allocation\n"
       "                               one KV tensor per layer (default; vLLM up to 0.28, SGLang's pools) or\n"
@@ -165,6 +167,13 @@ Cli parse_cli(int argc, char** argv) {
       first_request_given = true;
     } else if (arg == "--mem-fraction-static" && has_value) {
       cli.engine.mem_fraction_static = fraction("--mem-fraction-static", argv[++i], false);
+      sglang_only.emplace_back(arg);
+    } else if (arg == "--chunked-prefill-size" && has_value) {
+      const char* tokens = argv[++i];
+      char* end = nullptr;
+      const long value = std::strtol(tokens, &end, 10);
+      if (end == tokens || *end != '\0' || value < -1)
+        usage_error(std::string("--chunked-prefill-size: '") + tokens + "' is not a token count or -1");
       sglang_only.emplace_back(arg);
     } else if (arg == "--disable-cuda-graph") {
       cli.engine.cuda_graphs = false;

@@ -109,6 +109,9 @@ Scenario parse(const json& j) {
 
   if (j.contains("serving") && j.at("serving").contains("steps"))
     s.serving_steps = count_of(j.at("serving").at("steps"), "serving.steps", 1);
+  s.serving_activation_peak = s.activation_peak;
+  if (j.contains("serving") && j.at("serving").contains("activation_peak"))
+    s.serving_activation_peak = size_of(j.at("serving").at("activation_peak"), "serving.activation_peak");
   return s;
 }
 

@@ -54,6 +54,9 @@ struct Scenario {
   std::uint64_t graph_exec_total = 0;                // driver memory of all instantiated graphs
 
   std::size_t serving_steps = 3;
+  // The activations of a serving prefill (a long prompt, a larger chunk than profiling ran): the
+  // profiling forward's peak unless the scenario's serving.activation_peak says more.
+  std::uint64_t serving_activation_peak = 0;
 };
 
 // Reads and validates a scenario; throws ScenarioError naming the file and the offending field.

@@ -112,6 +112,9 @@ KVREMAP_HOOK KVREMAP_HOT_PATH CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t b
   CUresult r = real(dptr, bytes);
   if (KVREMAP_LIKELY(r == CUDA_SUCCESS && dptr))
     on_alloc(*dptr, bytes, AllocKind::kPlain, "cuMemAlloc", __builtin_return_address(0));
+  else if (r == CUDA_ERROR_OUT_OF_MEMORY && dptr &&
+           kv_serving_overflow(bytes, "cuMemAlloc", __builtin_return_address(0), -1, dptr))
+    return CUDA_SUCCESS;
   else if (r == CUDA_ERROR_OUT_OF_MEMORY)
     on_out_of_memory(bytes, "cuMemAlloc", __builtin_return_address(0));
   return r;

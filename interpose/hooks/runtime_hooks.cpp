@@ -109,8 +109,13 @@ KVREMAP_HOOK KVREMAP_HOT_PATH cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (KVREMAP_LIKELY(r == cudaSuccess && ptr))
     on_alloc(reinterpret_cast<std::uint64_t>(*ptr), size, AllocKind::kPlain, "cudaMalloc", __builtin_return_address(0),
              runtime_device());
-  else if (r == cudaErrorMemoryAllocation)
+  else if (r == cudaErrorMemoryAllocation && ptr &&
+           kv_serving_overflow(size, "cudaMalloc", __builtin_return_address(0), runtime_device(), &kv)) {
+    *ptr = reinterpret_cast<void*>(kv);
+    return cudaSuccess;
+  } else if (r == cudaErrorMemoryAllocation) {
     on_out_of_memory(size, "cudaMalloc", __builtin_return_address(0), runtime_device());
+  }
   return r;
 }
 

@@ -122,7 +122,7 @@ CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) const {
   return CUDA_SUCCESS;
 }
 
-CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
+CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out, bool on_host) {
   if (bytes == 0 || !out) return CUDA_ERROR_INVALID_VALUE;
   const std::uint64_t size = round_up(bytes, config_.granularity);
   CUdeviceptr va = 0;
@@ -132,9 +132,9 @@ CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out) {
   region.bytes = size;
   const std::uint64_t step = chunk_step(size);
   for (std::uint64_t off = 0; off < size; off += step)
-    region.chunks.push_back(Chunk{0, false, std::min(step, size - off)});
+    region.chunks.push_back(Chunk{0, on_host, std::min(step, size - off)});
   for (Chunk& c : region.chunks) {
-    if (CUresult r = create_handle(false, c.bytes, &c.handle); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(on_host, c.bytes, &c.handle); r != CUDA_SUCCESS) {
       c.handle = 0;
       release_handles(region.chunks);
       return r;

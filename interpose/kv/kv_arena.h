@@ -47,7 +47,9 @@ class KvArena {
   // A new region of `bytes` rounded up to the granularity — whole chunks, and a smaller last chunk
   // for the remainder — backed by device memory, readable and writable. Out of device memory is
   // CUDA_ERROR_OUT_OF_MEMORY with nothing left behind.
-  CUresult allocate(std::uint64_t bytes, CUdeviceptr* out);
+  // With `on_host`, backed by host memory (CU_MEM_LOCATION_TYPE_HOST) instead, device-accessible at the
+  // region's addresses: serving's allocations the device can no longer hold (docs/kv-deferral.md).
+  CUresult allocate(std::uint64_t bytes, CUdeviceptr* out, bool on_host = false);
   // Unmaps and releases a region (any backing) and returns its VA. Unknown address: INVALID_VALUE.
   CUresult release(CUdeviceptr base);
 

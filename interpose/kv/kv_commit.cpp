@@ -12,6 +12,8 @@
 #include "interpose/kv/kv_state.h"
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
+#include "policy/serving_headroom.h"
+#include "policy/sglang_model.h"
 #include "policy/units.h"
 
 namespace kvremap::interpose::kv_internal {
@@ -27,14 +29,17 @@ constexpr int kExitKvDoesNotFit = 78;
   std::_Exit(status);
 }
 
-// Device memory serving needs free beside the KV cache, never less than KVREMAP_HEADROOM: engines
-// that profile run the profiled forward passes again; SGLang serves from its own reserve (what
-// --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs).
-std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::string* source) {
-  const std::uint64_t floor = options().headroom_bytes;
-  std::uint64_t need = 0;
+// Device memory serving needs free beside the KV cache (policy/serving_headroom.h): engines that
+// profile run the profiled forward passes again; SGLang serves from its own reserve (what
+// --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs), at least
+// its own prefill estimate until a start of this configuration measured serving; a profile's learned
+// serving need, where larger, in either case.
+policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t total) {
   const KvState& state = K();
-  if (state.engine.kind == policy::EngineKind::sglang) {
+  policy::HeadroomInputs in;
+  in.engine = state.engine.kind;
+  in.floor_bytes = options().headroom_bytes;
+  if (in.engine == policy::EngineKind::sglang) {
     const std::uint64_t kv = k.deferred_bytes;
     const std::uint64_t sized_from = sizing_free_bytes(k.device);
     const std::uint64_t reserve =
@@ -42,17 +47,15 @@ std::uint64_t serving_headroom(const DeviceKv& k, std::uint64_t total, std::stri
             ? static_cast<std::uint64_t>(static_cast<double>(total) * (1.0 - *state.engine.mem_fraction_static))
             : (sized_from > kv ? sized_from - kv : 0);
     const std::uint64_t resident = post_kv_needs(k.device).resident_growth;
-    need = reserve > resident ? reserve - resident : 0;
-    *source = "SGLang's activation reserve";
+    in.sglang_reserve_bytes = reserve > resident ? reserve - resident : 0;
+    const policy::SglangPrefillEstimate estimate = policy::sglang_prefill_estimate(state.engine, total);
+    in.sglang_prefill_estimate_bytes = estimate.bytes;
+    in.sglang_prefill_basis = estimate.basis;
   } else {
-    need = profiling_peak_bytes(k.device);
-    *source = "profiled activation peak";
+    in.profiled_peak_bytes = profiling_peak_bytes(k.device);
   }
-  if (need <= floor) {
-    *source = "KVREMAP_HEADROOM";
-    return floor;
-  }
-  return need;
+  if (k.previous) in.learned_serving_bytes = k.previous->serving_peak_bytes;
+  return policy::serving_headroom(in);
 }
 
 }  // namespace
@@ -77,7 +80,6 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
          kExitKvDoesNotFit);
   const policy::Options& o = options();
   const KvState& state = K();
-  std::string headroom_source;
   policy::CommitInputs in;
   for (const Placement& r : k.regions)
     if (r.kv) in.tensor_bytes.push_back(k.arena->region_bytes(r.base));
@@ -85,10 +87,11 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.chunk_bytes = o.chunk_bytes;
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
-  in.headroom_bytes = serving_headroom(k, total, &headroom_source);
+  look_up_profile(K(), k);
+  const policy::Headroom headroom = serving_headroom(k, total);
+  in.headroom_bytes = headroom.bytes;
   in.host_vmm_supported = real_host_vmm_supported(k.device);
   in.deficit_mode = policy::deficit_mode(o.deficit);
-  look_up_profile(K(), k);
   in.post_kv_transient_bytes = post_kv_needs(k.device).transient;
   in.engine = state.engine.kind;
   in.gpu_memory_utilization = state.engine.gpu_memory_utilization;
@@ -106,16 +109,16 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                                   .chunk_bytes = in.chunk_bytes,
                                   .device_free_bytes = free_bytes,
                                   .headroom_bytes = in.headroom_bytes,
-                                  .headroom_source = headroom_source,
+                                  .headroom_source = headroom.source,
                                   .post_kv_transient_bytes = in.post_kv_transient_bytes,
                                   .margin_bytes = plan.margin_bytes,
                                   .deficit_bytes = plan.deficit_bytes,
                                   .verdict = plan.verdict});
   });
   if (plan.deficit_bytes > 0 && o.deficit == policy::DeficitWhen::restart && restart_would_help(state, k))
-    restart_for_profile(K(), k, plan, in.headroom_bytes);
+    restart_for_profile(K(), k, plan, headroom);
   if (plan.verdict == policy::CommitVerdict::fail)
-    stop(plan.message + write_profile_before_stop(K(), k, plan, in.headroom_bytes), kExitKvDoesNotFit);
+    stop(plan.message + write_profile_before_stop(K(), k, plan, headroom), kExitKvDoesNotFit);
   // Each tensor as planned: its first bytes on the device, its end on host memory. A failed commit
   // leaves its region on scratch, so it can be tried again: once more for a transient driver error;
   // with its whole tensor on host memory when the device ran out after all. Either way only that
@@ -147,6 +150,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
         k.device, moved_to_host);
   const bool scratch_released = k.arena->release_scratch();
   k.committed = true;
+  k.commit_reason = reason;
   k.trigger.committed();
   refresh_counts(K());
   const std::uint64_t host_bytes = k.arena->host_bytes();
@@ -171,7 +175,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
                                 .post_kv_peaks = post_kv_peaks(k.device)});
   });
   report_sizing_outcome(k);
-  measure_profile(k, plan, in.headroom_bytes);
+  measure_profile(k, plan, headroom);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device);
   write_profile(K(), k);

@@ -525,6 +525,50 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
   }
 }
 
+bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_address, int device_hint,
+                         CUdeviceptr* ptr) {
+  if (!kv_mode() || !tracking() || bytes == 0 || !ptr || capture_open()) return false;
+  try {
+    KvState& k = K();
+    std::lock_guard<std::mutex> g(k.lock);
+    const int device = device_hint >= 0 ? device_hint : tracked_device_now();
+    DeviceKv& d = k.at(device);
+    if (!d.committed || !d.arena || policy::deficit_mode(options().deficit) != policy::DeficitMode::host ||
+        !real_host_vmm_supported(device))
+      return false;
+    // Serving only: start-up work after an early commit (an eager engine's autotuning) would measure
+    // and choose its kernels on host memory; it gets its error, as without kvremap.
+    if (!policy::commits_at_serving(d.commit_reason) && !serving_flag_set() && !serving_phase(device)) return false;
+    CUdeviceptr base = 0;
+    if (d.arena->allocate(bytes, &base, true) != CUDA_SUCCESS) return false;
+    d.regions.push_back(Placement{base, bytes, false, false});
+    refresh_counts(k);
+    on_alloc(base, bytes, AllocKind::kKvArena, api, return_address, device);
+    reclassify(base, false);  // serving's own memory, not KV: it counts towards serving's need
+    std::uint64_t host_bytes = 0;
+    for (const Placement& r : d.regions)
+      if (!r.kv) host_bytes += d.arena->host_bytes(r.base);
+    if (d.overflow_allocations++ == 0)
+      log().warn(
+          "device {}: serving ran out of device memory after the commit ({} asked by {}): kvremap backs such "
+          "allocations with host memory (slower) so serving goes on; the profile keeps room for them, so the "
+          "next start of this configuration is sized to hold them on the device",
+          device, policy::format_bytes(bytes), api);
+    kv_event([&] { trace_events::kv_serving_overflow(device, api, base, bytes, host_bytes); });
+    if (d.profile) {
+      const std::uint64_t need = serving_need(d, 0);
+      if (need > d.profile->serving_peak_bytes.value_or(0)) {
+        d.profile->serving_peak_bytes = need;
+        write_profile(k, d);
+      }
+    }
+    *ptr = base;
+    return true;
+  } catch (...) {
+    return false;  // the engine gets its out-of-memory error, as without kvremap
+  }
+}
+
 void kv_at_exit() {
   if (!kv_mode()) return;
   KvState& k = K();

@@ -107,6 +107,12 @@ void kv_at_exit();
 // device's commit, serving's need (what it holds beyond the commit plus what it asked) goes into the
 // profile at once, so the next start of the configuration keeps room for it.
 void kv_out_of_memory(std::uint64_t bytes, int device_hint);
+// After the device's commit, an allocation the device refused (cudaMalloc, cuMemAlloc): where host-located
+// VMM works and KVREMAP_DEFICIT=host, backed by host memory in the arena instead (*ptr), so serving goes
+// on, slower, rather than failing; the need goes into the profile at once, as kv_out_of_memory's does.
+// False (nothing done) otherwise: the caller returns the out-of-memory error.
+bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_address, int device_hint,
+                         CUdeviceptr* ptr);
 // While KV is deferred, what a memory query returns: free memory as if KV were fully backed.
 std::size_t kv_reported_free(std::size_t driver_free);
 // Before the KV burst, at the memory query a profile of this configuration names as the engine's

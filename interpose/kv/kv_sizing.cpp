@@ -60,7 +60,7 @@ std::int64_t effective_shift(const DeviceKv& d) {
   return q && q->index == d.applied_index ? d.applied_shift : 0;
 }
 
-void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom) {
   KvState& k = K();
   const policy::ProfileKey key = profile_key(k, d.device);
   policy::Profile p;
@@ -83,7 +83,11 @@ void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t 
   p.margin_bytes = plan.margin_bytes;
   p.sizing_shift_bytes = effective_shift(d);
   p.memory_share = policy::memory_share(k.engine);
-  p.headroom_bytes = headroom;
+  p.headroom_bytes = headroom.bytes;
+  p.headroom_measured_bytes = headroom.measured_bytes;
+  // What serving needed in earlier starts of this configuration is kept until a start needs more: a
+  // start that stops, or serves less before it exits, does not forget it.
+  if (d.previous) p.serving_peak_bytes = d.previous->serving_peak_bytes;
   if (auto q = sizing_query(d.device))
     p.sizing_query = policy::SizingQuery{static_cast<std::uint32_t>(q->index), q->phase, q->driver_free};
   p.measured_at = wall_seconds();
@@ -201,7 +205,7 @@ bool restart_would_help(const KvState& k, const DeviceKv& d) {
 // KVREMAP_DEFICIT=restart on a start whose KV cache does not fit: the profile is written and the
 // process exits before serving, so the next start is sized from it. Returns only when no profile
 // could be written (the deficit then goes to host memory as with `host`).
-void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom) {
   measure_profile(d, plan, headroom);
   if (!write_profile(k, d)) {
     log().warn(
@@ -219,7 +223,7 @@ void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan
   std::_Exit(policy::kExitRestartForProfile);
 }
 
-std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom) {
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom) {
   // Unlike the restart, a start a profile already sized also writes: its figures are the newer ones,
   // and no automatic restart can loop on them.
   if (options().sizing == policy::SizingWhen::engine || policy::sizing_not_applicable(k.engine) ||

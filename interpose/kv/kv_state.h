@@ -20,6 +20,7 @@
 #include "policy/commit_trigger.h"
 #include "policy/engine.h"
 #include "policy/profile.h"
+#include "policy/serving_headroom.h"
 #include "policy/sizing.h"
 
 namespace kvremap::interpose::kv_internal {
@@ -42,9 +43,11 @@ struct DeviceKv {
   std::unique_ptr<KvArena> arena;
   bool arena_failed = false;
   std::size_t placements_refused = 0;  // KV candidates the arena could not place (ordinary instead)
+  std::size_t overflow_allocations = 0;  // serving allocations backed by host memory (kv_serving_overflow)
   std::vector<Placement> regions;
   bool deferred = false;   // the KV burst is over and its regions are on scratch
   bool committed = false;  // backed again for good
+  policy::CommitReason commit_reason = policy::CommitReason::none;  // what committed it
   std::uint64_t deferred_bytes = 0;
   policy::CommitTrigger trigger;
   // What the commit measured, kept to be written again at exit with the serving peak.
@@ -103,7 +106,7 @@ trace_events::PostKvPeaks post_kv_peaks(int device);
 // Once per device: the profile an earlier start of this configuration wrote, and the shift it asks for.
 void look_up_profile(KvState& k, DeviceKv& d);
 // The profile of the start-up just committed, kept in d.profile.
-void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom);
+void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom);
 // Writes d.profile where KVREMAP_PROFILE_DIR says; false (one warning per process) when it cannot.
 bool write_profile(KvState& k, DeviceKv& d);
 // The shift this start's sizing query applied, when it reached the query the engine sized from.
@@ -112,11 +115,11 @@ std::int64_t effective_shift(const DeviceKv& d);
 bool restart_would_help(const KvState& k, const DeviceKv& d);
 // Writes the profile and exits with policy::kExitRestartForProfile; returns only when no profile
 // could be written.
-void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom);
+void restart_for_profile(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom);
 // A `fail` verdict (KVREMAP_DEFICIT=fail, or `host` with no host memory tier): the profile is written
 // before the stop, so the same command started again is sized from what this start measured.
 // Returns the words the stop's line ends with ("" when no profile applies or none could be written).
-std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, std::uint64_t headroom);
+std::string write_profile_before_stop(KvState& k, DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom);
 // After the commit: one warning when a profile's shift did not reach the query the engine sized from.
 void report_sizing_outcome(const DeviceKv& d);
 

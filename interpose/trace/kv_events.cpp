@@ -115,6 +115,17 @@ void kv_free_below_zero(int device, std::uint64_t short_bytes) {
   KvLine("kv free below zero").number("device", device).number("short_bytes", short_bytes).write();
 }
 
+void kv_serving_overflow(int device, std::string_view api, std::uint64_t address, std::uint64_t bytes,
+                         std::uint64_t host_bytes) {
+  KvLine("kv serving overflow")
+      .number("device", device)
+      .text("api", api)
+      .number("address", address)
+      .number("bytes", bytes)
+      .number("host_bytes", host_bytes)
+      .write();
+}
+
 void kv_serving_peaks(int device, const PostKvPeaks& since_commit) {
   KvLine("kv serving peaks").number("device", device).peaks("since_commit", since_commit).write();
 }

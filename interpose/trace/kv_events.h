@@ -63,6 +63,11 @@ void kv_serving_port_open(std::string_view where);
 // With its KV cache backed the engine would have `short_bytes` less than nothing free.
 void kv_free_below_zero(int device, std::uint64_t short_bytes);
 
+// After the commit the device refused an allocation of `bytes` and kvremap backed it with host memory at
+// `address` instead (`host_bytes`: all such allocations live now).
+void kv_serving_overflow(int device, std::string_view api, std::uint64_t address, std::uint64_t bytes,
+                         std::uint64_t host_bytes);
+
 // At exit: each category's peak while serving, since the commit.
 void kv_serving_peaks(int device, const PostKvPeaks& since_commit);
 

@@ -36,6 +36,12 @@ bool kv_burst_recognised(int device) {
   return t && t->current() >= policy::Phase::kv_allocation;
 }
 
+bool serving_phase(int device) {
+  std::lock_guard<std::mutex> g(S().lock);
+  const auto& t = S().phases[static_cast<std::size_t>(device_index(device))];
+  return t && t->current() == policy::Phase::serving;
+}
+
 void start_post_kv_peaks(int device) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
   for (CategoryStats& c : d.categories) {

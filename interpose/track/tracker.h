@@ -76,6 +76,7 @@ void on_module_load(std::uint64_t handle, std::uint64_t bytes, const char* api);
 bool kv_window(int device);                 // an allocation now may be part of the KV cache
 std::uint64_t kv_tensor_bytes(int device);  // size of each tensor of the recognised KV burst, or 0
 bool kv_burst_recognised(int device);       // phase is kv_allocation or later
+bool serving_phase(int device);             // phase inference says the device is serving
 // Every KV tensor of the device's burst was freed before its commit: phase inference looks for the KV
 // burst again (policy::PhaseTracker::rearm_kv).
 void rearm_kv_recognition(int device);

@@ -127,8 +127,11 @@ std::vector<StartUp> start_ups() {
        ""},
       {"sglang --disable-cuda-graph starts", "sglang", SEED_SCENARIO, with(sglang, {"0.8", "--disable-cuda-graph"}), 0,
        0, "kernel launch, no captures expected"},
-      {"sglang --disable-cuda-graph out of memory", "sglang", SEED_SCENARIO,
-       with(sglang, {"0.9", "--disable-cuda-graph"}), 5, 5, ""},
+      // Eager, it commits at its first kernel after the pool, before autotuning: SGLang's own prefill
+      // estimate (12 GiB for 8192-token chunks) is kept free then, the KV cache's tail goes to host
+      // memory, and autotuning fits where stock runs out of memory.
+      {"sglang --disable-cuda-graph, out of memory stock", "sglang", SEED_SCENARIO,
+       with(sglang, {"0.9", "--disable-cuda-graph"}), 5, 0, "kernel launch, no captures expected"},
   };
 }
 
@@ -188,8 +191,9 @@ TEST(CommitSafety, TheOracleCatchesAnEagerPrefillOnDeferredKv) {
 }
 
 // Headroom kept at the commit: the profiled activation peak for vLLM, also when its graph-memory
-// estimate queries memory after the profiling forward; SGLang's own reserve less what stayed
-// resident after its KV pool, for an engine that never profiles.
+// estimate queries memory after the profiling forward; for SGLang, which never profiles, its own
+// reserve less what stayed resident after its KV pool, and at least its own prefill estimate while no
+// start has measured serving.
 TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
   struct Case {
     const char* engine;
@@ -203,12 +207,21 @@ TEST(CommitSafety, TheCommitKeepsTheHeadroomServingNeeds) {
         Case{"vllm", GRAPH_ESTIMATE_SCENARIO, {"--gpu-memory-utilization", "0.95"}, 3.0, "profiled activation peak"},
         // (1 - 0.9) x 79.19 GiB = 7.92 GiB reserve, less what stayed resident after the KV pool:
         // 2.3 graph pool, 0.3 graph execs, 0.4 modules, 0.7 autotune workspace, 0.26 persistent
-        // buffers and 0.14 of the engine's own small buffers (4.10 GiB, measured in the trace).
+        // buffers and 0.14 of the engine's own small buffers (4.10 GiB, measured in the trace). Its
+        // prefill estimate for 2048-token chunks, 3 GiB, is less.
+        Case{"sglang",
+             SEED_SCENARIO,
+             {"--engine", "sglang", "--mem-fraction-static", "0.9", "--chunked-prefill-size", "2048"},
+             7.92 - 4.10,
+             "SGLang's activation reserve"},
+        // No profile has measured serving yet: SGLang's own estimate for its default 8192-token chunks on
+        // an 80 GiB device, 8192 x 1.5 MiB = 12 GiB (server_args.py:3462, 3569), is more than the reserve.
         Case{"sglang",
              SEED_SCENARIO,
              {"--engine", "sglang", "--mem-fraction-static", "0.9"},
-             7.92 - 4.10,
-             "SGLang's activation reserve"}}) {
+             12.0,
+             "SGLang's prefill estimate (1.5 MiB per token of --chunked-prefill-size 8192, its default on a "
+             "79.19 GiB device)"}}) {
     SCOPED_TRACE(std::string(c.engine) + " " + c.scenario);
     const std::string dir = make_temp_dir();
     std::vector<std::string> env = scenario_env(c.scenario);

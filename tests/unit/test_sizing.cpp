@@ -220,3 +220,19 @@ TEST(Sizing, AProfileWithinItsDeviceNeverSizesMoreKvThanTheDeviceHolds) {
   EXPECT_TRUE(profile_out_of_bounds(huge, total));
   EXPECT_GT(next_sizing(huge, SizingWhen::fit).target_kv_bytes, total) << "what the bound keeps out";
 }
+
+// A headroom an estimate raised (SGLang's prefill estimate before serving was measured): once serving is
+// measured below it, the next start hands the difference back to its KV cache; before, it keeps it.
+TEST(Sizing, AnEstimatedHeadroomIsHandedBackOnceServingIsMeasured) {
+  Profile p = measured(-s64(6 * kGiB));  // 6 GiB on host beside a 12 GiB estimate
+  p.headroom_bytes = 12 * kGiB;
+  p.headroom_measured_bytes = 2 * kGiB;
+  EXPECT_EQ(next_sizing(p, SizingWhen::learned).slack_bytes, -s64(6 * kGiB)) << "serving not measured yet";
+  p.serving_peak_bytes = 4 * kGiB;
+  const SizingStep s = next_sizing(p, SizingWhen::learned);
+  EXPECT_EQ(s.slack_bytes, s64(2 * kGiB)) << "-6 + 12 - 4";
+  EXPECT_NE(s.reason.find("serving needed 4.00 GiB of the 12.00 GiB headroom it kept"), std::string::npos)
+      << s.reason;
+  p.serving_peak_bytes = 1 * kGiB;  // below what was measured at the commit: that stands
+  EXPECT_EQ(next_sizing(p, SizingWhen::learned).slack_bytes, s64(4 * kGiB));
+}

@@ -1,0 +1,37 @@
+// The serving headroom decision (see serving_headroom.h).
+#include "policy/serving_headroom.h"
+
+#include <algorithm>
+
+namespace kvremap::policy {
+
+Headroom serving_headroom(const HeadroomInputs& in) {
+  Headroom h;
+  std::uint64_t measured = 0;
+  std::uint64_t estimate = 0;
+  if (in.engine == EngineKind::sglang) {
+    measured = in.sglang_reserve_bytes;
+    h.source = "SGLang's activation reserve";
+    if (!in.learned_serving_bytes) estimate = in.sglang_prefill_estimate_bytes;
+  } else {
+    measured = in.profiled_peak_bytes;
+    h.source = "profiled activation peak";
+  }
+  if (in.learned_serving_bytes && *in.learned_serving_bytes > measured) {
+    measured = *in.learned_serving_bytes;
+    h.source = "serving need learned by the profile";
+  }
+  if (measured <= in.floor_bytes) {
+    measured = in.floor_bytes;
+    h.source = "KVREMAP_HEADROOM";
+  }
+  h.measured_bytes = measured;
+  h.bytes = measured;
+  if (estimate > measured) {
+    h.bytes = estimate;
+    h.source = "SGLang's prefill estimate (1.5 MiB per token of " + in.sglang_prefill_basis + ")";
+  }
+  return h;
+}
+
+}  // namespace kvremap::policy

@@ -1,0 +1,43 @@
+// The headroom a commit keeps free beside the KV cache for serving: measured where kvremap can, the engine's own
+// estimate where it cannot yet.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "policy/engine.h"
+
+namespace kvremap::policy {
+
+struct HeadroomInputs {
+  EngineKind engine = EngineKind::other;
+  std::uint64_t floor_bytes = 0;  // KVREMAP_HEADROOM: never less
+  // vLLM (and any engine that profiles): the activation peak of its profiling forward.
+  std::uint64_t profiled_peak_bytes = 0;
+  // SGLang: the memory it leaves beside weights and KV ((1 - --mem-fraction-static) x total, or what it
+  // left free when it sized its pool) less what post-KV work keeps resident, and its own activation
+  // estimate for prefill (sglang_prefill_estimate).
+  std::uint64_t sglang_reserve_bytes = 0;
+  std::uint64_t sglang_prefill_estimate_bytes = 0;
+  std::string sglang_prefill_basis;
+  // What serving needed beyond the commit in an earlier start of this configuration (its profile's
+  // serving_peak_bytes: the peak, or what was live plus the ask at an out-of-memory); none without one.
+  std::optional<std::uint64_t> learned_serving_bytes;
+};
+
+struct Headroom {
+  std::uint64_t bytes = 0;
+  // The part that rests on measurement only: `bytes` without an estimate kvremap could not yet check
+  // (SGLang's prefill estimate before any start served). Learned sizing moves the next start by the
+  // difference once serving has been measured.
+  std::uint64_t measured_bytes = 0;
+  std::string source;  // the trace's headroom_source
+};
+
+// vLLM/other: the profiled peak, or the learned serving need where larger. SGLang: its reserve less what
+// stayed resident; before any start of the configuration measured serving, at least SGLang's prefill
+// estimate; after, at least the learned need instead. Never below the floor.
+Headroom serving_headroom(const HeadroomInputs& in);
+
+}  // namespace kvremap::policy
