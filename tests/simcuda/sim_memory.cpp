@@ -297,7 +297,10 @@ bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) 
   while (at < end) {
     const Region r = find_region(s, at);
     if (r.allocation) {
-      at = r.allocation->va + r.allocation->mapped;
+      // Only the bytes the caller asked for: the rounding up to the granularity is not the allocation's.
+      const std::uint64_t allocation_end = r.allocation->va + r.allocation->size;
+      if (at >= allocation_end) return false;
+      at = allocation_end;
     } else if (const Reservation* res = find_reservation(s, at)) {
       at = res->va + res->size;
     } else if (const HostBlock* h = find_host_block(s, at)) {
@@ -1146,6 +1149,38 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
   return CUDA_SUCCESS;
 }
 
+// The size of an attribute's value, as cuda.h types it (booleans as int); 0 for an unknown attribute.
+static std::size_t pointer_attribute_size(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return sizeof(std::uint64_t);
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
+    default:
+      return 0;
+  }
+}
+
 SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   SIM_ENTER("cuPointerGetAttribute");
   std::lock_guard<std::mutex> guard(lock());
@@ -1161,6 +1196,18 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribu
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  // cuda.h: unlike cuPointerGetAttribute, a pointer that is not a valid CUDA pointer is no error here;
+  // every attribute gets its default NULL value.
+  const Region region = find_region(s, ptr);
+  if (!region.allocation && !region.mapping && !find_host_block(s, ptr)) {
+    for (unsigned int i = 0; i < count; ++i) {
+      if (!data[i]) return CUDA_ERROR_INVALID_VALUE;
+      const std::size_t bytes = pointer_attribute_size(attributes[i]);
+      if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+      std::memset(data[i], 0, bytes);
+    }
+    return CUDA_SUCCESS;
+  }
   for (unsigned int i = 0; i < count; ++i)
     if (CUresult r = pointer_attribute(s, data[i], attributes[i], ptr); r != CUDA_SUCCESS) return r;
   return CUDA_SUCCESS;
