@@ -24,7 +24,7 @@ mkdir -p "$out"
 } > "$out/MACHINE.txt"
 
 status=0
-for client in conf_context conf_memory conf_host; do
+for client in conf_context conf_memory conf_host conf_vmm conf_stream; do
   {
     cat "$out/MACHINE.txt"
     timeout 60 "$build/$client"
