@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -393,6 +394,20 @@ CUresult check_location(const State& s, const CUmemLocation& location, bool& hos
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// An imported handle takes the exporter's location and flags from its memfd's name (cuMemCreate wrote them);
+// an fd the simulator did not create keeps the importer's device.
+void describe_imported(int fd, PhysicalHandle& p) {
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char target[256] = {};
+  if (readlink(link, target, sizeof target - 1) <= 0) return;
+  int type = 0, id = 0, rdma = 0;
+  if (std::sscanf(target, "/memfd:simcuda-handle t=%d i=%d r=%d", &type, &id, &rdma) != 3) return;
+  p.location = static_cast<CUmemLocationType>(type);
+  p.location_id = id;
+  p.rdma = rdma != 0;
 }
 
 }  // namespace
@@ -816,7 +831,13 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
     p.device = prop->location.id;
     if (!charge_device(s, p.device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  p.fd = memfd_create("simcuda-handle", MFD_CLOEXEC);
+  p.location_id = prop->location.id;
+  // The name carries the properties across cuMemExportToShareableHandle: an importing process reads them
+  // from /proc/self/fd (describe_imported) to answer cuMemGetAllocationPropertiesFromHandle as the exporter.
+  char name[64];
+  std::snprintf(name, sizeof name, "simcuda-handle t=%d i=%d r=%d", static_cast<int>(p.location), p.location_id,
+                p.rdma ? 1 : 0);
+  p.fd = memfd_create(name, MFD_CLOEXEC);
   if (p.fd < 0 || ftruncate(p.fd, static_cast<off_t>(size)) != 0) {
     if (p.fd >= 0) close(p.fd);
     if (host) {
@@ -931,6 +952,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
   }
   std::vector<Mapping*> covered = exact_mappings(s, ptr, size);
   if (covered.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (Mapping* m : covered)
+    for (size_t i = 0; i < count; ++i) m->granted[access_key(desc[i].location)] = desc[i].flags;
   if (!for_a_device) return CUDA_SUCCESS;
   const int prot = access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
                    : access == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
@@ -1023,6 +1046,8 @@ SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
   p.posix_fd = true;
   p.imported = true;
   if (CUresult r = current_device(s, &p.device); r != CUDA_SUCCESS) p.device = 0;
+  p.location_id = p.device;
+  describe_imported(fd, p);
   const CUmemGenericAllocationHandle h = s.next_handle++;
   s.handles[h] = p;
   *handle = h;

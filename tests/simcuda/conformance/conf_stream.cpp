@@ -41,6 +41,11 @@ int main() {
   CALL("cuStreamGetPriority", handle("S", prio), cuStreamGetPriority(prio, &p), "is greatest=" + std::to_string(p == greatest));
   CUcontext c = nullptr;
   CALL("cuStreamGetCtx", handle("S", s), cuStreamGetCtx(s, &c), "ctx=" + handle("C", c));
+  CALL("cuStreamGetCtx", "null", cuStreamGetCtx(nullptr, &c), "ctx=" + handle("C", c));
+  CALL("cuStreamGetCtx", "PER_THREAD", cuStreamGetCtx(CU_STREAM_PER_THREAD, &c), "ctx=" + handle("C", c));
+  CUgreenCtx green = reinterpret_cast<CUgreenCtx>(&c);
+  CALL("cuStreamGetCtx_v2", handle("S", s), cuStreamGetCtx_v2(s, &c, &green),
+       "ctx=" + handle("C", c) + " green=" + handle("GC", green));
   CALL("cuMemsetD8Async", ptr(d) + " 0x01 16 " + handle("S", s), cuMemsetD8Async(d, 0x01, 16, s));
   CALL("cuStreamSynchronize", handle("S", s), cuStreamSynchronize(s));
   CALL("cuStreamQuery", handle("S", s), cuStreamQuery(s));
@@ -81,6 +86,12 @@ int main() {
   capture_status(s);
   size_t nodes = 0;
   CALL("cuGraphGetNodes", handle("G", g) + " count", cuGraphGetNodes(g, nullptr, &nodes), "nodes=" + std::to_string(nodes));
+  CUgraphNode filled[3] = {nullptr, reinterpret_cast<CUgraphNode>(&nodes), reinterpret_cast<CUgraphNode>(&nodes)};
+  size_t asked = 3;
+  CALL("cuGraphGetNodes", handle("G", g) + " fill 3", cuGraphGetNodes(g, filled, &asked),
+       "numNodes=" + std::to_string(asked) + " nodes=" + handle("N", filled[0]) + "," + handle("N", filled[1]) + "," +
+           handle("N", filled[2]));
+  CALL("cuGraphGetNodes", handle("G", g) + " numNodes=NULL", cuGraphGetNodes(g, nullptr, nullptr));
   CUgraphExec x = nullptr;
   CALL("cuGraphInstantiate", handle("G", g) + " flags=0", cuGraphInstantiate(&x, g, 0), "exec=" + handle("X", x));
   CALL("cuGraphLaunch", handle("X", x) + " " + handle("S", nb), cuGraphLaunch(x, nb));

@@ -2,6 +2,8 @@
 // POSIX fd export and import, properties from a handle, and the documented errors.
 #include <unistd.h>
 
+#include <string>
+
 #include "conformance.h"
 
 using conf::handle;
@@ -16,6 +18,13 @@ CUmemAllocationProp device_prop(CUmemAllocationHandleType types) {
   prop.location.id = 0;
   prop.requestedHandleTypes = types;
   return prop;
+}
+
+// Every field cuMemCreate takes, as numbers.
+std::string properties(const CUmemAllocationProp& p) {
+  return "type=" + std::to_string(p.type) + " location.type=" + std::to_string(p.location.type) +
+         " location.id=" + std::to_string(p.location.id) + " requestedHandleTypes=" + std::to_string(p.requestedHandleTypes) +
+         " gpuDirectRDMACapable=" + std::to_string(p.allocFlags.gpuDirectRDMACapable);
 }
 
 CUmemAccessDesc rw() {
@@ -67,9 +76,7 @@ int main() {
 
   CUmemAllocationProp got{};
   CALL("cuMemGetAllocationPropertiesFromHandle", handle("P", h), cuMemGetAllocationPropertiesFromHandle(&got, h),
-       "type=" + std::to_string(got.type) + " location.type=" + std::to_string(got.location.type) +
-           " location.id=" + std::to_string(got.location.id) +
-           " requestedHandleTypes=" + std::to_string(got.requestedHandleTypes));
+       properties(got));
 
   CALL("cuMemMap", ptr(va + gran) + " 2*granularity offset=1", cuMemMap(va + gran, 2 * gran, 1, h, 0));
   CALL("cuMemMap", ptr(va + gran) + " granularity (part of the handle)", cuMemMap(va + gran, gran, 0, h, 0));
@@ -86,6 +93,10 @@ int main() {
   CALL("cuMemSetAccess", ptr(va + gran) + " 2*granularity READWRITE", cuMemSetAccess(va + gran, 2 * gran, &desc, 1));
   CALL("cuMemGetAccess", ptr(va + gran + 4096), cuMemGetAccess(&access, &loc, va + gran + 4096),
        "flags=" + std::to_string(access));
+  CALL("cuMemGetAccess", ptr(va) + " unmapped", cuMemGetAccess(&access, &loc, va));
+  CUmemLocation far = loc;
+  far.id = 64;
+  CALL("cuMemGetAccess", ptr(va + gran) + " device=64", cuMemGetAccess(&access, &far, va + gran));
   CALL("cuMemSetAccess", ptr(va) + " unmapped", cuMemSetAccess(va, gran, &desc, 1));
   CALL("cuMemsetD8", ptr(va + gran + 8) + " 0x6b 4", cuMemsetD8(va + gran + 8, 0x6b, 4));
   unsigned char back[4] = {};
@@ -105,9 +116,12 @@ int main() {
 
   // Shareable handles: a POSIX fd exported and imported again.
   CUmemAllocationProp fd_prop = device_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  fd_prop.allocFlags.gpuDirectRDMACapable = 1;
   CUmemGenericAllocationHandle exported = 0;
-  CALL("cuMemCreate", "granularity POSIX_FILE_DESCRIPTOR", cuMemCreate(&exported, gran, &fd_prop, 0),
+  CALL("cuMemCreate", "granularity POSIX_FILE_DESCRIPTOR gpuDirectRDMACapable", cuMemCreate(&exported, gran, &fd_prop, 0),
        "handle=" + handle("P", exported));
+  CALL("cuMemGetAllocationPropertiesFromHandle", handle("P", exported), cuMemGetAllocationPropertiesFromHandle(&got, exported),
+       properties(got));
   int fd = -1;
   CALL("cuMemExportToShareableHandle", handle("P", exported) + " POSIX_FILE_DESCRIPTOR",
        cuMemExportToShareableHandle(&fd, exported, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
@@ -117,8 +131,9 @@ int main() {
        cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
        "handle is a new one=" + std::to_string(imported != 0));
+  got = CUmemAllocationProp{};
   CALL("cuMemGetAllocationPropertiesFromHandle", "imported", cuMemGetAllocationPropertiesFromHandle(&got, imported),
-       "location.id=" + std::to_string(got.location.id) + " requestedHandleTypes=" + std::to_string(got.requestedHandleTypes));
+       properties(got));
   if (fd >= 0) close(fd);
   int fd2 = -1;
   CUmemGenericAllocationHandle plain = 0;
@@ -126,6 +141,9 @@ int main() {
   CALL("cuMemExportToShareableHandle", handle("P", plain) + " POSIX_FILE_DESCRIPTOR",
        cuMemExportToShareableHandle(&fd2, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   CALL("cuMemRelease", handle("P", plain), cuMemRelease(plain));
+  CALL("cuMemGetAllocationPropertiesFromHandle", handle("P", plain) + " released",
+       cuMemGetAllocationPropertiesFromHandle(&got, plain));
+  CALL("cuMemGetAllocationPropertiesFromHandle", "prop=NULL", cuMemGetAllocationPropertiesFromHandle(nullptr, exported));
   CALL("cuMemRelease", "imported", cuMemRelease(imported));
   CALL("cuMemRelease", handle("P", exported), cuMemRelease(exported));
   return 0;
