@@ -1168,6 +1168,10 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
       *static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS*>(data) =
           a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(m->access);
       break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      // The pool a stream-ordered allocation came from; NULL for memory no pool gave out (cuda.h).
+      *static_cast<CUmemoryPool*>(data) = a && a->pool ? reinterpret_cast<CUmemoryPool>(a->pool) : nullptr;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }

@@ -24,7 +24,7 @@ mkdir -p "$out"
 } > "$out/MACHINE.txt"
 
 status=0
-for client in conf_context conf_memory conf_host conf_vmm conf_stream; do
+for client in conf_context conf_memory conf_host conf_vmm conf_stream conf_ipc_pools; do
   {
     cat "$out/MACHINE.txt"
     timeout 60 "$build/$client"

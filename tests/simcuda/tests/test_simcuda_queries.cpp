@@ -255,3 +255,27 @@ TEST_F(QueryTest, GraphGetNodesCountsAndFillsAsDocumented) {
   ASSERT_CU(cuStreamDestroy(s));
   ASSERT_CU(cuMemFree(p));
 }
+
+// cuda.h: CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE is the pool an allocation came from, NULL for other memory.
+TEST_F(QueryTest, MempoolHandleAttributeNamesThePoolOrNull) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool pool = nullptr, def = nullptr, got = reinterpret_cast<CUmemoryPool>(&props);
+  ASSERT_CU(cuMemPoolCreate(&pool, &props));
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&def, 0));
+  CUdeviceptr from_pool = 0, from_default = 0, plain = 0;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&from_pool, 4096, pool, nullptr));
+  ASSERT_CU(cuMemAllocAsync(&from_default, 4096, nullptr));
+  ASSERT_CU(cuMemAlloc(&plain, 4096));
+  ASSERT_CU(cuPointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, from_pool + 100));
+  EXPECT_EQ(got, pool);
+  ASSERT_CU(cuPointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, from_default));
+  EXPECT_EQ(got, def);
+  ASSERT_CU(cuPointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, plain));
+  EXPECT_EQ(got, nullptr);
+  ASSERT_CU(cuMemFreeAsync(from_pool, nullptr));
+  ASSERT_CU(cuMemFreeAsync(from_default, nullptr));
+  ASSERT_CU(cuMemFree(plain));
+  ASSERT_CU(cuMemPoolDestroy(pool));
+}
