@@ -73,7 +73,7 @@ CUresult instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long flags 
   const std::uint64_t charge = exec_charge(s, g->nodes.size());
   if (!charge_device(s, device, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* e = new GraphExec;
-  e->nodes = g->nodes;
+  e->nodes.assign(g->nodes.begin(), g->nodes.end());
   e->device = device;
   e->charged = charge;
   s.execs.insert(e);
@@ -435,6 +435,7 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
   auto st = std::make_unique<Stream>();
   st->flags = flags;
   st->device = device;
+  st->context = get_current_context(s);
   *stream = reinterpret_cast<CUstream>(st.get());
   s.streams.insert(st.get());
   s.owned_streams.push_back(std::move(st));

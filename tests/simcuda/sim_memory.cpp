@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -297,7 +298,10 @@ bool device_range_known(const State& s, std::uint64_t ptr, std::uint64_t bytes) 
   while (at < end) {
     const Region r = find_region(s, at);
     if (r.allocation) {
-      at = r.allocation->va + r.allocation->mapped;
+      // Only the bytes the caller asked for: the rounding up to the granularity is not the allocation's.
+      const std::uint64_t allocation_end = r.allocation->va + r.allocation->size;
+      if (at >= allocation_end) return false;
+      at = allocation_end;
     } else if (const Reservation* res = find_reservation(s, at)) {
       at = res->va + res->size;
     } else if (const HostBlock* h = find_host_block(s, at)) {
@@ -390,6 +394,20 @@ CUresult check_location(const State& s, const CUmemLocation& location, bool& hos
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// An imported handle takes the exporter's location and flags from its memfd's name (cuMemCreate wrote them);
+// an fd the simulator did not create keeps the importer's device.
+void describe_imported(int fd, PhysicalHandle& p) {
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char target[256] = {};
+  if (readlink(link, target, sizeof target - 1) <= 0) return;
+  int type = 0, id = 0, rdma = 0;
+  if (std::sscanf(target, "/memfd:simcuda-handle t=%d i=%d r=%d", &type, &id, &rdma) != 3) return;
+  p.location = static_cast<CUmemLocationType>(type);
+  p.location_id = id;
+  p.rdma = rdma != 0;
 }
 
 }  // namespace
@@ -813,7 +831,13 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
     p.device = prop->location.id;
     if (!charge_device(s, p.device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  p.fd = memfd_create("simcuda-handle", MFD_CLOEXEC);
+  p.location_id = prop->location.id;
+  // The name carries the properties across cuMemExportToShareableHandle: an importing process reads them
+  // from /proc/self/fd (describe_imported) to answer cuMemGetAllocationPropertiesFromHandle as the exporter.
+  char name[64];
+  std::snprintf(name, sizeof name, "simcuda-handle t=%d i=%d r=%d", static_cast<int>(p.location), p.location_id,
+                p.rdma ? 1 : 0);
+  p.fd = memfd_create(name, MFD_CLOEXEC);
   if (p.fd < 0 || ftruncate(p.fd, static_cast<off_t>(size)) != 0) {
     if (p.fd >= 0) close(p.fd);
     if (host) {
@@ -928,6 +952,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
   }
   std::vector<Mapping*> covered = exact_mappings(s, ptr, size);
   if (covered.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (Mapping* m : covered)
+    for (size_t i = 0; i < count; ++i) m->granted[access_key(desc[i].location)] = desc[i].flags;
   if (!for_a_device) return CUDA_SUCCESS;
   const int prot = access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
                    : access == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
@@ -1020,6 +1046,8 @@ SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
   p.posix_fd = true;
   p.imported = true;
   if (CUresult r = current_device(s, &p.device); r != CUDA_SUCCESS) p.device = 0;
+  p.location_id = p.device;
+  describe_imported(fd, p);
   const CUmemGenericAllocationHandle h = s.next_handle++;
   s.handles[h] = p;
   *handle = h;
@@ -1140,10 +1168,46 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
       *static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS*>(data) =
           a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(m->access);
       break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      // The pool a stream-ordered allocation came from; NULL for memory no pool gave out (cuda.h).
+      *static_cast<CUmemoryPool*>(data) = a && a->pool ? reinterpret_cast<CUmemoryPool>(a->pool) : nullptr;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
+}
+
+// The size of an attribute's value, as cuda.h types it (booleans as int); 0 for an unknown attribute.
+static std::size_t pointer_attribute_size(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return sizeof(std::uint64_t);
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
+    default:
+      return 0;
+  }
 }
 
 SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
@@ -1161,6 +1225,18 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribu
   State& s = state();
   if (CUresult r = require_init(s); r != CUDA_SUCCESS) return r;
   if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  // cuda.h: unlike cuPointerGetAttribute, a pointer that is not a valid CUDA pointer is no error here;
+  // every attribute gets its default NULL value.
+  const Region region = find_region(s, ptr);
+  if (!region.allocation && !region.mapping && !find_host_block(s, ptr)) {
+    for (unsigned int i = 0; i < count; ++i) {
+      if (!data[i]) return CUDA_ERROR_INVALID_VALUE;
+      const std::size_t bytes = pointer_attribute_size(attributes[i]);
+      if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+      std::memset(data[i], 0, bytes);
+    }
+    return CUDA_SUCCESS;
+  }
   for (unsigned int i = 0; i < count; ++i)
     if (CUresult r = pointer_attribute(s, data[i], attributes[i], ptr); r != CUDA_SUCCESS) return r;
   return CUDA_SUCCESS;

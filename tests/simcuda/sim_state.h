@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "sim_config.h"
@@ -114,7 +116,8 @@ struct PhysicalHandle {
   int fd = -1;
   std::uint64_t size = 0;
   CUmemLocationType location = CU_MEM_LOCATION_TYPE_DEVICE;
-  int device = 0;  // whose capacity a device handle is charged to
+  int location_id = 0;  // prop.location.id as created (cuMemGetAllocationPropertiesFromHandle reports it)
+  int device = 0;       // whose capacity a device handle is charged to
   int mappings = 0;
   int retains = 0;        // cuMemRetainAllocationHandle references not yet released
   bool released = false;  // the creator's reference released; freed once no mapping or retain is left
@@ -132,12 +135,15 @@ struct Mapping {
   std::uint64_t va = 0;
   std::uint64_t size = 0;
   CUmemGenericAllocationHandle handle = 0;
-  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // the most permissive device grant: the protection
   std::uint64_t buffer_id = 0;
+  // What cuMemSetAccess granted each location, keyed by (CUmemLocationType, id): cuMemGetAccess answers
+  // per location, while the host protection above can only follow the most permissive device.
+  std::map<std::pair<int, int>, CUmemAccess_flags> granted;
 };
 
 struct Graph {
-  std::vector<Work> nodes;
+  std::deque<Work> nodes;  // a deque: cuGraphGetNodes hands out &nodes[i], which a capture's appends must not move
 };
 
 struct GraphExec {
@@ -163,6 +169,7 @@ struct Stream {
   bool legacy = false;      // the legacy NULL stream
   bool per_thread = false;  // a thread's per-thread default stream
   int device = 0;
+  Context* context = nullptr;  // the context current at cuStreamCreate (cuStreamGetCtx); null for the special streams
   std::unique_ptr<Capture> capture;
 };
 
@@ -290,6 +297,13 @@ CUresult allocate_from_pool(CUdeviceptr* out, std::uint64_t bytes, Pool* pool);
 const HostBlock* find_host_block(const State& s, std::uint64_t ptr);
 // The calling thread's context stack (cuCtxPushCurrent/cuCtxPopCurrent), below the current context.
 std::vector<Context*>& context_stack();
+
+// The key Mapping::granted uses for a location: the id counts only where it names something (a device,
+// a NUMA node); HOST and HOST_NUMA_CURRENT ignore it, as cuda.h says.
+inline std::pair<int, int> access_key(const CUmemLocation& location) {
+  const bool has_id = location.type == CU_MEM_LOCATION_TYPE_DEVICE || location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  return {static_cast<int>(location.type), has_id ? location.id : 0};
+}
 
 // --- serving oracle (sim_oracle.cpp) ---
 // Once serving is marked: if `work`, about to run, touches a physical handle mapped at more than one

@@ -538,6 +538,46 @@ void add_memory_cases(std::vector<Case>& c) {
                                                 int fd = -1;
                                                 return f(&fd, e.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1);
                                               });
+  add<decltype(cuMemGetAllocationPropertiesFromHandle)>(c, {"cuMemGetAllocationPropertiesFromHandle"}, "NULL prop",
+                                                        kValue, [](auto f, Env& e) { return f(nullptr, e.handle); });
+  add<decltype(cuMemGetAllocationPropertiesFromHandle)>(c, {"cuMemGetAllocationPropertiesFromHandle"},
+                                                        "unknown handle", kValue, [](auto f, Env& e) {
+                                                          CUmemAllocationProp prop{};
+                                                          return f(&prop, e.handle + 1000);
+                                                        });
+  add<decltype(cuMemGetAllocationPropertiesFromHandle)>(c, {"cuMemGetAllocationPropertiesFromHandle"}, "handle 0",
+                                                        kValue, [](auto f, Env&) {
+                                                          CUmemAllocationProp prop{};
+                                                          return f(&prop, 0);
+                                                        });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "NULL flags", kValue, [](auto f, Env& e) {
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    return f(nullptr, &loc, e.va);
+  });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "NULL location", kValue, [](auto f, Env& e) {
+    unsigned long long flags = 0;
+    return f(&flags, nullptr, e.va);
+  });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "location type out of range", kValue, [](auto f, Env& e) {
+    unsigned long long flags = 0;
+    CUmemLocation loc{out_of_range<CUmemLocationType>(), 0};
+    return f(&flags, &loc, e.va);
+  });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "bad device ordinal", kDevice, [](auto f, Env& e) {
+    unsigned long long flags = 0;
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, 3};
+    return f(&flags, &loc, e.va);
+  });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "unmapped address", kValue, [](auto f, Env& e) {
+    unsigned long long flags = 0;
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    return f(&flags, &loc, e.va + kGranule);
+  });
+  add<decltype(cuMemGetAccess)>(c, {"cuMemGetAccess"}, "cuMemAlloc memory", kValue, [](auto f, Env& e) {
+    unsigned long long flags = 0;
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    return f(&flags, &loc, e.alloc);
+  });
   add<decltype(cuMemImportFromShareableHandle)>(
       c, {"cuMemImportFromShareableHandle"}, "NULL handle", kValue, [](auto f, Env&) {
         return f(nullptr, reinterpret_cast<void*>(std::intptr_t{0}), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -714,6 +754,16 @@ void add_execution_cases(std::vector<Case>& c) {
   add<decltype(cuGraphDestroy)>(c, {"cuGraphDestroy"}, "unknown graph", kValue,
                                 [](auto f, Env& e) { return f(e.bogus<CUgraph>()); });
   add<decltype(cuGraphDestroy)>(c, {"cuGraphDestroy"}, "NULL graph", kValue, [](auto f, Env&) { return f(nullptr); });
+  add<decltype(cuGraphGetNodes)>(c, {"cuGraphGetNodes"}, "NULL numNodes", kValue,
+                                 [](auto f, Env& e) { return f(e.graph, nullptr, nullptr); });
+  add<decltype(cuGraphGetNodes)>(c, {"cuGraphGetNodes"}, "unknown graph", kValue, [](auto f, Env& e) {
+    size_t n = 0;
+    return f(e.bogus<CUgraph>(), nullptr, &n);
+  });
+  add<decltype(cuGraphGetNodes)>(c, {"cuGraphGetNodes"}, "NULL graph", kValue, [](auto f, Env&) {
+    size_t n = 0;
+    return f(nullptr, nullptr, &n);
+  });
 
   // Modules, libraries and kernels.
   add<decltype(cuModuleLoadData)>(c, {"cuModuleLoadData"}, "NULL module", kValue,
@@ -903,6 +953,8 @@ using HostFuncFn = CUresult(CUstream, CUhostFn, void*);
 using AddCallbackFn = CUresult(CUstream, CUstreamCallback, void*, unsigned);
 using PriorityFn = CUresult(CUstream, int*);
 using FlagsFn = CUresult(CUstream, unsigned*);
+using StreamCtxFn = CUresult(CUstream, CUcontext*);
+using StreamCtxV2Fn = CUresult(CUstream, CUcontext*, CUgreenCtx*);
 using Copy2DFn = CUresult(const CUDA_MEMCPY2D*);
 using Copy2DAsyncFn = CUresult(const CUDA_MEMCPY2D*, CUstream);
 using PeerFn = CUresult(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
@@ -1108,6 +1160,40 @@ void add_breadth_cases(std::vector<Case>& c) {
                   });
   add<FlagsFn>(c, {"cuStreamGetFlags", "cuStreamGetFlags_ptsz"}, "NULL flags", kValue,
                [](auto f, Env& e) { return f(e.stream, nullptr); });
+  add<StreamCtxFn>(c, {"cuStreamGetCtx", "cuStreamGetCtx_ptsz"}, "NULL context", kValue,
+                   [](auto f, Env& e) { return f(e.stream, nullptr); });
+  add<StreamCtxFn>(c, {"cuStreamGetCtx", "cuStreamGetCtx_ptsz"}, "unknown stream", kHandle, [](auto f, Env& e) {
+    CUcontext ctx = nullptr;
+    return f(e.bogus<CUstream>(), &ctx);
+  });
+  add<StreamCtxFn>(c, {"cuStreamGetCtx", "cuStreamGetCtx_ptsz"}, "NULL stream without a current context", kContext,
+                   [](auto f, Env&) {
+                     CUcontext ctx = nullptr;
+                     cuCtxSetCurrent(nullptr);
+                     return f(nullptr, &ctx);
+                   });
+  add<StreamCtxV2Fn>(c, {"cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz"}, "NULL context", kValue, [](auto f, Env& e) {
+    CUgreenCtx green = nullptr;
+    return f(e.stream, nullptr, &green);
+  });
+  add<StreamCtxV2Fn>(c, {"cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz"}, "NULL green context", kValue,
+                     [](auto f, Env& e) {
+                       CUcontext ctx = nullptr;
+                       return f(e.stream, &ctx, nullptr);
+                     });
+  add<StreamCtxV2Fn>(c, {"cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz"}, "unknown stream", kHandle,
+                     [](auto f, Env& e) {
+                       CUcontext ctx = nullptr;
+                       CUgreenCtx green = nullptr;
+                       return f(e.bogus<CUstream>(), &ctx, &green);
+                     });
+  add<StreamCtxV2Fn>(c, {"cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz"}, "PER_THREAD without a current context",
+                     kContext, [](auto f, Env&) {
+                       CUcontext ctx = nullptr;
+                       CUgreenCtx green = nullptr;
+                       cuCtxSetCurrent(nullptr);
+                       return f(CU_STREAM_PER_THREAD, &ctx, &green);
+                     });
   add<AddCallbackFn>(c, {"cuStreamAddCallback", "cuStreamAddCallback_ptsz"}, "NULL callback", kValue,
                      [](auto f, Env& e) { return f(e.stream, nullptr, nullptr, 0); });
   add<HostFuncFn>(c, {"cuLaunchHostFunc", "cuLaunchHostFunc_ptsz"}, "unknown stream", kHandle, [](auto f, Env& e) {
