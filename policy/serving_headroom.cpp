@@ -12,7 +12,7 @@ Headroom serving_headroom(const HeadroomInputs& in) {
   if (in.engine == EngineKind::sglang) {
     measured = in.sglang_reserve_bytes;
     h.source = "SGLang's activation reserve";
-    if (!in.learned_serving_bytes) estimate = in.sglang_prefill_estimate_bytes;
+    if (!in.learned_serving_bytes && in.deferral_carried_start_up) estimate = in.sglang_prefill_estimate_bytes;
   } else {
     measured = in.profiled_peak_bytes;
     h.source = "profiled activation peak";

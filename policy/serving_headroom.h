@@ -21,6 +21,10 @@ struct HeadroomInputs {
   std::uint64_t sglang_reserve_bytes = 0;
   std::uint64_t sglang_prefill_estimate_bytes = 0;
   std::string sglang_prefill_basis;
+  // Whether the start-up got here only through the deferral: the post-KV work's transient peak would not
+  // have fitted beside the whole KV cache (a start without kvremap runs out of memory before serving).
+  // Otherwise the commit leaves what such a start would have had, and the engine's share stands as given.
+  bool deferral_carried_start_up = false;
   // What serving needed beyond the commit in an earlier start of this configuration (its profile's
   // serving_peak_bytes: the peak, or what was live plus the ask at an out-of-memory); none without one.
   std::optional<std::uint64_t> learned_serving_bytes;
@@ -36,8 +40,8 @@ struct Headroom {
 };
 
 // vLLM/other: the profiled peak, or the learned serving need where larger. SGLang: its reserve less what
-// stayed resident; before any start of the configuration measured serving, at least SGLang's prefill
-// estimate; after, at least the learned need instead. Never below the floor.
+// stayed resident; where the deferral carried the start-up and no start of the configuration measured
+// serving yet, at least SGLang's prefill estimate; the learned need where larger. Never below the floor.
 Headroom serving_headroom(const HeadroomInputs& in);
 
 }  // namespace kvremap::policy

@@ -32,9 +32,9 @@ constexpr int kExitKvDoesNotFit = 78;
 // Device memory serving needs free beside the KV cache (policy/serving_headroom.h): engines that
 // profile run the profiled forward passes again; SGLang serves from its own reserve (what
 // --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs), at least
-// its own prefill estimate until a start of this configuration measured serving; a profile's learned
-// serving need, where larger, in either case.
-policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t total) {
+// its own prefill estimate where the deferral carried the start-up and no start of this configuration
+// measured serving yet; a profile's learned serving need, where larger, in either case.
+policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, std::uint64_t total) {
   const KvState& state = K();
   policy::HeadroomInputs in;
   in.engine = state.engine.kind;
@@ -51,6 +51,8 @@ policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t total) {
     const policy::SglangPrefillEstimate estimate = policy::sglang_prefill_estimate(state.engine, total);
     in.sglang_prefill_estimate_bytes = estimate.bytes;
     in.sglang_prefill_basis = estimate.basis;
+    const std::uint64_t transient = post_kv_needs(k.device).transient;
+    in.deferral_carried_start_up = free_bytes < kv || free_bytes - kv < transient;
   } else {
     in.profiled_peak_bytes = profiling_peak_bytes(k.device);
   }
@@ -88,7 +90,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
   look_up_profile(K(), k);
-  const policy::Headroom headroom = serving_headroom(k, total);
+  const policy::Headroom headroom = serving_headroom(k, free_bytes, total);
   in.headroom_bytes = headroom.bytes;
   in.host_vmm_supported = real_host_vmm_supported(k.device);
   in.deficit_mode = policy::deficit_mode(o.deficit);
