@@ -51,8 +51,12 @@ policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, s
     const policy::SglangPrefillEstimate estimate = policy::sglang_prefill_estimate(state.engine, total);
     in.sglang_prefill_estimate_bytes = estimate.bytes;
     in.sglang_prefill_basis = estimate.basis;
-    const std::uint64_t transient = post_kv_needs(k.device).transient;
-    in.deferral_carried_start_up = free_bytes < kv || free_bytes - kv < transient;
+    // Without kvremap the KV cache would have been backed since its burst: free then was what is free now
+    // (KV on scratch) plus what post-KV work has kept since, less the KV cache. The deferral carried the
+    // start-up when post-KV work at its highest needed more than that.
+    const std::uint64_t free_at_burst_end = free_bytes + resident;
+    in.deferral_carried_start_up =
+        free_at_burst_end < kv || free_at_burst_end - kv < post_kv_combined_rise(k.device);
   } else {
     in.profiled_peak_bytes = profiling_peak_bytes(k.device);
   }

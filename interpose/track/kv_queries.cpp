@@ -48,7 +48,15 @@ void start_post_kv_peaks(int device) {
     c.post_kv_start.store(c.live.load());
     c.post_kv_peak.store(c.live.load());
   }
+  d.post_kv_combined_start.store(live_beside_kv(d));
+  d.post_kv_combined_peak.store(live_beside_kv(d));
   d.post_kv.store(true);
+}
+
+std::uint64_t post_kv_combined_rise(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  const std::int64_t rise = d.post_kv_combined_peak.load() - d.post_kv_combined_start.load();
+  return rise > 0 ? static_cast<std::uint64_t>(rise) : 0;
 }
 
 PostKvNeeds post_kv_needs(int device) {

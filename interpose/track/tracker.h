@@ -94,6 +94,9 @@ struct PostKvNeeds {
   std::uint64_t transient = 0;
 };
 PostKvNeeds post_kv_needs(int device);
+// Since start_post_kv_peaks: how far every category but kv together rose above its level then, at its
+// highest (one moment, unlike the per-category peaks, which may fall at different times).
+std::uint64_t post_kv_combined_rise(int device);
 // The free memory the engine's last query before its KV burst returned: what it sized the KV cache from.
 std::uint64_t sizing_free_bytes(int device);
 // The memory query the engine sized its KV cache from: its index among the process's memory queries,

@@ -67,6 +67,10 @@ struct DeviceStats {
   // Kernel launches not yet shown to the phase tracker; fed in order before the device's next event.
   std::atomic<std::uint32_t> pending_launches{0};
   std::array<CategoryStats, kCategories> categories;
+  // Since the KV burst ended (post_kv): the most bytes of every category but kv live at one time, and the
+  // live bytes then — what a start without kvremap needed at once beside its KV cache.
+  alignas(64) std::atomic<std::int64_t> post_kv_combined_peak{0};
+  std::atomic<std::int64_t> post_kv_combined_start{0};
   std::atomic<std::uint64_t> total{0};
   std::atomic<std::uint64_t> last_transient_peak{0};
   // The largest transient measured at any query of the profiling phase: engines that estimate graph
@@ -84,6 +88,14 @@ struct DeviceStats {
   // Phases (bit per policy::Phase) whose first out-of-memory error has been snapshotted.
   std::atomic<std::uint32_t> oom_phases{0};
 };
+
+// Live bytes of every category but kv: what the engine holds beside its KV cache.
+inline std::int64_t live_beside_kv(const DeviceStats& d) {
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < kCategories; ++i)
+    if (kAllCategories[i] != policy::Category::kv) sum += d.categories[i].live.load(std::memory_order_relaxed);
+  return sum;
+}
 
 // Captures open on the calling thread's streams. Not a plain thread-local count: a relaxed capture
 // may be ended by another thread, which must close it for the thread that began it. Allocated at a
