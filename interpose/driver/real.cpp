@@ -56,4 +56,10 @@ void* driver_export(const char* name) {
   return real(RTLD_NEXT, name);
 }
 
+const char* defining_object(void* fn) {
+  Dl_info info{};
+  if (fn == nullptr || dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
 }  // namespace kvremap::interpose

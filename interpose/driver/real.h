@@ -22,6 +22,8 @@ void* cuda_driver_handle();
 void* next_definition(const char* name);
 // The real driver export `name` (e.g. "cuMemAlloc_v2") from libcuda.so.1, or nullptr.
 void* driver_export(const char* name);
+// The file of the loaded object that holds `fn` (dladdr), or "" when no object does.
+const char* defining_object(void* fn);
 
 // Returns the cached real pointer in `slot`, resolving it with `resolve(name)` the first time.
 template <typename Fn>

@@ -27,6 +27,7 @@
 #include "interpose/base/library.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_arena.h"
+#include "interpose/kv/kv_stand_aside.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/kv/kv_tags.h"
 #include "interpose/trace/kv_events.h"
@@ -118,6 +119,9 @@ bool keeps_kv_for_connector(const KvState& k) {
 
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
+  if (const std::string other = kv_stood_aside_for(); !other.empty())
+    return fmt::format("kvremap stood aside for {}, which defines the allocation function after it (see the warning above)",
+                       other);
   if (keeps_kv_for_connector(k) &&
       std::none_of(k.devices.begin(), k.devices.end(), [](const auto& d) { return d && !d->regions.empty(); }))
     return fmt::format(
@@ -159,11 +163,12 @@ void warn_if_nothing_deferred(KvState& k) {
   k.warned_nothing_deferred = true;
   const std::string why = nothing_deferred_reason(k);
   // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
-  // program (defer is the default mode) gets it at info level.
-  const bool expected = (k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+  // program (defer is the default mode) gets it at info level, as does a process kvremap stood aside in
+  // (its warning said why already).
+  const bool expected = kv_stood_aside_for().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
                         std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
                           return d && (d->arena || d->arena_failed || d->placements_refused > 0);
-                        });
+                        }));
   if (expected) {
     log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
   } else {
@@ -254,6 +259,8 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   const policy::Options& o = options();
   const KvTag tag = current_tag();
   if (!policy::may_place_in_arena(bytes, tag, o.kv_min_bytes, o.kv_tensor_bytes) || capture_open()) return false;
+  // Another interposer behind kvremap must see its KV allocations itself (it may release them later).
+  if (kv_stands_aside(api)) return false;
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
@@ -527,7 +534,7 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
 
 bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_address, int device_hint,
                          CUdeviceptr* ptr) {
-  if (!kv_mode() || !tracking() || bytes == 0 || !ptr || capture_open()) return false;
+  if (!kv_mode() || !tracking() || bytes == 0 || !ptr || capture_open() || kv_stands_aside(api)) return false;
   try {
     KvState& k = K();
     std::lock_guard<std::mutex> g(k.lock);

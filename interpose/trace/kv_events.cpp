@@ -107,6 +107,10 @@ void kv_deferred(const KvDeferredEvent& d) {
       .write();
 }
 
+void kv_stands_aside(std::string_view api, std::string_view library) {
+  KvLine("kv stands aside").text("api", api).text("library", library).write();
+}
+
 void kv_nothing_deferred(std::string_view reason) { KvLine("kv nothing deferred").text("reason", reason).write(); }
 
 void kv_serving_port_open(std::string_view where) { KvLine("kv serving port open").text("where", where).write(); }

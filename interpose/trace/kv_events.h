@@ -54,6 +54,10 @@ struct KvDeferredEvent {
 };
 void kv_deferred(const KvDeferredEvent& event);
 
+// Another interposer (`library`, its path) defines the function kvremap's `api` hook forwards to:
+// kvremap places none of that API's allocations in its arena.
+void kv_stands_aside(std::string_view api, std::string_view library);
+
 // Defer mode reached serving (or exit) with nothing deferred on any device.
 void kv_nothing_deferred(std::string_view reason);
 

@@ -1,6 +1,6 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
 // Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
-//        successive-threads|capture-ended-elsewhere|interleaved-captures
+//        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -955,6 +955,74 @@ int kv_import(int fd) {
   return failures;
 }
 
+// A torch_memory_saver-like library's KV cycle (tests/integration/memory_saver_standin.cpp, preloaded):
+// a 1 GiB KV tensor allocated inside its region, paused (its memory goes back to the device, the
+// address is kept), resumed at the same address and used again. Without the stand-in loaded, the same
+// tensor is allocated and used without a region, pause or resume.
+int memory_saver() {
+  constexpr std::size_t kKvBytes = std::size_t{1} << 30;
+  auto begin = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "standin_region_begin"));
+  auto end = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "standin_region_end"));
+  auto pause = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "standin_pause"));
+  auto resume = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "standin_resume"));
+  const bool standin = begin && end && pause && resume;
+  std::printf("memory saver stand-in: %s\n", standin ? "loaded" : "absent");
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  // SGLang's start-up before its KV pool: a baseline query, weights copied in, the post-weights query,
+  // then the sizing query.
+  std::size_t sizing_free = 0, sizing_total = 0;
+  check(cudaMemGetInfo(&sizing_free, &sizing_total) == cudaSuccess, "baseline memory query");
+  void* weights = nullptr;
+  check(cudaMalloc(&weights, 256 * kMiB) == cudaSuccess, "weights");
+  {
+    const std::vector<unsigned char> checkpoint(64 * kMiB, 1);
+    check(cudaMemcpy(weights, checkpoint.data(), checkpoint.size(), cudaMemcpyHostToDevice) == cudaSuccess,
+          "weights copied in");
+  }
+  check(cudaMemGetInfo(&sizing_free, &sizing_total) == cudaSuccess, "post-weights memory query");
+  check(cudaMemGetInfo(&sizing_free, &sizing_total) == cudaSuccess, "sizing memory query");
+  if (standin) begin();
+  unsigned char* kv = nullptr;
+  const bool allocated = cudaMalloc(reinterpret_cast<void**>(&kv), kKvBytes) == cudaSuccess && kv != nullptr;
+  if (standin) end();
+  check(allocated, "KV tensor");
+  if (!allocated) return failures;
+  // A pattern at both ends of the tensor, read back.
+  const auto write_and_read = [&](unsigned char seed) {
+    unsigned char pattern[4096], back[4096] = {};
+    for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 7);
+    bool same = true;
+    for (std::size_t at : {std::size_t{0}, kKvBytes - sizeof pattern}) {
+      same = same && cudaMemcpy(kv + at, pattern, sizeof pattern, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(back, kv + at, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess &&
+             std::memcmp(back, pattern, sizeof back) == 0;
+    }
+    return same;
+  };
+  check(write_and_read(3), "KV written and read back");
+  if (standin) {
+    std::size_t before = 0, paused = 0, resumed = 0, total = 0;
+    check(cudaMemGetInfo(&before, &total) == cudaSuccess, "free memory before the pause");
+    check(pause() == 0, "pause");
+    check(cudaMemGetInfo(&paused, &total) == cudaSuccess, "free memory while paused");
+    std::printf("pause freed %lld MiB\n",
+                (static_cast<long long>(paused) - static_cast<long long>(before)) / static_cast<long long>(kMiB));
+    check(paused >= before + kKvBytes, "pause gave the KV memory back");
+    check(resume() == 0, "resume");
+    check(cudaMemGetInfo(&resumed, &total) == cudaSuccess, "free memory after the resume");
+    check(resumed + kKvBytes <= paused, "resume took the KV memory again");
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    check(cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(kv)) == CUDA_SUCCESS &&
+              base == reinterpret_cast<CUdeviceptr>(kv) && size == kKvBytes,
+          "the KV tensor is mapped at the same address");
+    check(write_and_read(11), "KV usable after the resume");
+  }
+  check(cudaFree(kv) == cudaSuccess && cudaFree(weights) == cudaSuccess && cudaFree(warm) == cudaSuccess, "freed");
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -980,11 +1048,12 @@ int main(int argc, char** argv) {
   if (mode == "burst") return burst();
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
+  if (mode == "memory-saver") return memory_saver();
   std::fprintf(stderr,
                "usage: cuda_program "
                "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
-               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures\n");
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver\n");
   return 2;
 }

@@ -1,0 +1,18 @@
+// Stacked interposers: kvremap keeps KV placement out of an allocation API whose next definer is another interposer.
+#pragma once
+
+#include <string>
+
+namespace kvremap::interpose {
+
+// Whether kvremap stands aside for `api` ("cudaMalloc", "cuMemAlloc"): the function its hook forwards
+// to is defined by a library other than the CUDA runtime or driver — another interposer loaded after
+// kvremap, such as torch_memory_saver, that must see the KV allocation itself (it maps and later
+// releases that memory). Decided once per API, at the first KV candidate; the deciding call warns
+// once and records `kv stands aside`. Those allocations then stay ordinary, traced allocations.
+bool kv_stands_aside(const char* api);
+
+// The library kvremap stood aside for (the first API's, as decided so far), or "" when none.
+std::string kv_stood_aside_for();
+
+}  // namespace kvremap::interpose
