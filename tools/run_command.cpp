@@ -395,13 +395,24 @@ std::string compose_ld_preload(std::string_view existing, const std::string& lib
 
   char resolved[PATH_MAX];
   const std::string library_file = realpath(library.c_str(), resolved) != nullptr ? resolved : library;
-  std::string composed;
+  // Every other entry keeps its place ahead of kvremap: a sanitizer runtime has to come first, and an
+  // interposer of cudaMalloc (torch_memory_saver) must come before kvremap, or kvremap's hook places
+  // that interposer's KV allocations itself and its pause frees nothing. kvremap listed already keeps
+  // its first spelling, once, moved behind the others.
+  std::string composed, listed;
+  bool listed_last = false;
+  std::size_t listed_times = 0;
   for (const std::string& e : entries) {
     const std::string file = realpath(e.c_str(), resolved) != nullptr ? resolved : e;
-    if (file == library_file) return std::string(existing);
+    listed_last = file == library_file;
+    if (listed_last) {
+      if (listed_times++ == 0) listed = e;
+      continue;
+    }
     composed += e + ":";
   }
-  return composed + library;
+  if (listed_times == 1 && listed_last) return std::string(existing);  // already where it belongs
+  return composed + (listed_times > 0 ? listed : library);
 }
 
 int run_command(const RunOptions& options) {

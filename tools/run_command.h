@@ -17,8 +17,11 @@ struct RunOptions {
 
 // The child's LD_PRELOAD: `existing`'s entries (separated by spaces or colons, as the dynamic loader
 // reads them) in their order, then `library`, joined by ':'. A sanitizer runtime among them has to
-// stay ahead of every other library. When an entry already names `library`'s file (compared by real
-// path), `existing` is returned unchanged: loading it twice would run two interposers.
+// stay ahead of every other library, and another interposer of cudaMalloc (torch_memory_saver's
+// preload library) ahead of kvremap (docs/kv-deferral.md, Stacked interposers). When entries already
+// name `library`'s file (compared by real path), the first of them is kept, once, after all the
+// others (loading it twice would run two interposers); `existing` is returned unchanged when it is
+// already there alone.
 std::string compose_ld_preload(std::string_view existing, const std::string& library);
 
 // Runs the whole subcommand and returns kvremap's exit status (the command's, see tools/exit_status.h).

@@ -76,6 +76,21 @@ TEST_F(LdPreload, TheSameFileAlreadyThereLeavesItUnchanged) {
   EXPECT_EQ(compose_ld_preload(library_, link), library_);
 }
 
+// torch_memory_saver's preload library interposes cudaMalloc: it must come before kvremap (its pause
+// frees nothing otherwise), whichever order the environment listed them in.
+TEST_F(LdPreload, AnInterposerOfCudaMallocComesBeforeTheLibrary) {
+  const std::string asan = dir_ + "/libasan.so.8", tms = dir_ + "/torch_memory_saver_hook_mode_preload.abi3.so";
+  // SGLang's own LD_PRELOAD (TMS prepended), kvremap appended.
+  EXPECT_EQ(compose_ld_preload(tms, library_), tms + ":" + library_);
+  // kvremap listed ahead of it moves behind it.
+  EXPECT_EQ(compose_ld_preload(library_ + ":" + tms, library_), tms + ":" + library_);
+  EXPECT_EQ(compose_ld_preload(asan + " " + library_ + " " + tms, library_), asan + ":" + tms + ":" + library_);
+  // Its spelling in the list is kept; listed twice, it is loaded once.
+  const std::string dotted = dir_ + "/other/../lib/libkvremap.so";
+  EXPECT_EQ(compose_ld_preload(dotted + ":" + tms, library_), tms + ":" + dotted);
+  EXPECT_EQ(compose_ld_preload(library_ + ":" + tms + ":" + library_, library_), tms + ":" + library_);
+}
+
 TEST_F(LdPreload, AnotherFileOfTheSameNameIsNotTheLibrary) {
   const std::string other = dir_ + "/other/libkvremap.so";
   EXPECT_EQ(compose_ld_preload(other, library_), other + ":" + library_);
