@@ -120,8 +120,9 @@ bool keeps_kv_for_connector(const KvState& k) {
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
   if (const std::string other = kv_stood_aside_for(); !other.empty())
-    return fmt::format("kvremap stood aside for {}, which defines the allocation function after it (see the warning above)",
-                       other);
+    return fmt::format(
+        "kvremap stood aside for {}, an interposer of the allocation function loaded after it (see the warning above)",
+        other);
   if (keeps_kv_for_connector(k) &&
       std::none_of(k.devices.begin(), k.devices.end(), [](const auto& d) { return d && !d->regions.empty(); }))
     return fmt::format(
@@ -165,10 +166,11 @@ void warn_if_nothing_deferred(KvState& k) {
   // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
   // program (defer is the default mode) gets it at info level, as does a process kvremap stood aside in
   // (its warning said why already).
-  const bool expected = kv_stood_aside_for().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
-                        std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
-                          return d && (d->arena || d->arena_failed || d->placements_refused > 0);
-                        }));
+  const bool expected =
+      kv_stood_aside_for().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+                                       std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
+                                         return d && (d->arena || d->arena_failed || d->placements_refused > 0);
+                                       }));
   if (expected) {
     log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
   } else {

@@ -1,5 +1,5 @@
-// A stand-in for torch_memory_saver's preload library: cudaMalloc maps its own VMM memory inside a region; pause/resume.
-// Like TMS (entrypoint.cpp, core.cpp): inside a region (a thread-local flag) an allocation is
+// A stand-in for torch_memory_saver's preload library: cudaMalloc maps its own VMM memory inside a region;
+// pause/resume. Like TMS (entrypoint.cpp, core.cpp): inside a region (a thread-local flag) an allocation is
 // cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess, recorded here; outside it the call goes
 // to the next definer (RTLD_NEXT). Pause unmaps and releases the physical memory and keeps the
 // address range; resume creates new memory and maps it at the same address (contents are not kept).
@@ -89,7 +89,8 @@ __attribute__((visibility("default"))) void standin_region_begin() { t_in_region
 __attribute__((visibility("default"))) void standin_region_end() { t_in_region = false; }
 
 __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, std::size_t size) {
-  if (!t_in_region || ptr == nullptr || size == 0) return next_definition<decltype(&cudaMalloc)>("cudaMalloc")(ptr, size);
+  if (!t_in_region || ptr == nullptr || size == 0)
+    return next_definition<decltype(&cudaMalloc)>("cudaMalloc")(ptr, size);
   return region_malloc(ptr, size);
 }
 
