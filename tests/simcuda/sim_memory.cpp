@@ -1179,8 +1179,8 @@ static CUresult pointer_attribute(State& s, void* data, CUpointer_attribute attr
 }
 
 // The size of an attribute's value, as cuda.h types it (booleans as int); 0 for an unknown attribute.
-static std::size_t pointer_attribute_size(CUpointer_attribute attribute) {
-  switch (attribute) {
+static std::size_t pointer_attribute_size(int attribute) {
+  switch (attribute) {  // an int: the caller's value may be none of the enum's
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
@@ -1231,7 +1231,11 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribu
   if (!region.allocation && !region.mapping && !find_host_block(s, ptr)) {
     for (unsigned int i = 0; i < count; ++i) {
       if (!data[i]) return CUDA_ERROR_INVALID_VALUE;
-      const std::size_t bytes = pointer_attribute_size(attributes[i]);
+      // Read as the integer the caller stored: a client built against a newer cuda.h may pass an attribute
+      // this enum lacks, and loading that through the enum type is undefined.
+      int raw = 0;
+      std::memcpy(&raw, &attributes[i], sizeof raw);
+      const std::size_t bytes = pointer_attribute_size(raw);
       if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
       std::memset(data[i], 0, bytes);
     }
