@@ -46,10 +46,14 @@ std::string add_block(const char* prefix, std::uintptr_t base, std::size_t size)
 
 std::string ptr(std::uintptr_t address) {
   if (address == 0) return "0";
-  for (auto it = blocks().rbegin(); it != blocks().rend(); ++it) {
-    if (address >= it->base && address - it->base <= it->size) {
+  // A block's own base first, then an address inside one, then one just past a block's end: blocks the
+  // allocator placed back to back (as ASan's does) must not name the second by the first's end.
+  for (const int pass : {0, 1, 2}) {
+    for (auto it = blocks().rbegin(); it != blocks().rend(); ++it) {
+      if (address < it->base) continue;
       const std::uintptr_t off = address - it->base;
-      return off == 0 ? it->name : it->name + "+" + std::to_string(off);
+      const bool match = pass == 0 ? off == 0 : pass == 1 ? off < it->size : off == it->size;
+      if (match) return off == 0 ? it->name : it->name + "+" + std::to_string(off);
     }
   }
   return "unknown";
