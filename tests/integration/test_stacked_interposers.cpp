@@ -59,8 +59,17 @@ void expect_the_standin_owns_the_kv(const Stacked& s) {
   EXPECT_EQ(s.event("kv deferred"), nullptr) << "kvremap deferred the stand-in's KV";
 }
 
+// KVREMAP_PRELOAD is "[sanitizer runtime ]libkvremap.so": a sanitizer's runtime stays first in any order.
+std::string stand_in_first() {
+  const std::string preload = KVREMAP_PRELOAD;
+  const std::size_t space = preload.rfind(' ');
+  const std::string runtime = space == std::string::npos ? "" : preload.substr(0, space + 1);
+  const std::string library = space == std::string::npos ? preload : preload.substr(space + 1);
+  return runtime + MEMORY_SAVER_STANDIN + ":" + library;
+}
+
 TEST(StackedInterposers, StandInFirstKeepsItsKvAndKvremapSaysNothing) {
-  const Stacked s = run_stacked(std::string(MEMORY_SAVER_STANDIN) + ":" + KVREMAP_PRELOAD);
+  const Stacked s = run_stacked(stand_in_first());
   expect_the_standin_owns_the_kv(s);
   EXPECT_EQ(s.run.err.find("stands aside"), std::string::npos) << s.run.err;
   EXPECT_EQ(s.event("kv stands aside"), nullptr);
