@@ -183,7 +183,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   report_sizing_outcome(k);
   measure_profile(k, plan, headroom);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
-  start_post_kv_peaks(k.device);
+  start_post_kv_peaks(k.device, false);
   write_profile(K(), k);
   log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
   if (host_bytes != plan.host_bytes) {

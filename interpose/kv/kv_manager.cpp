@@ -73,7 +73,7 @@ void defer_locked(DeviceKv& d) {
     d.deferred_bytes += d.arena->region_bytes(r.base);
   }
   d.deferred = true;
-  start_post_kv_peaks(d.device);
+  start_post_kv_peaks(d.device, true);
   d.trigger.arm();
   const KvState& k = K();
   kv_event([&] {
@@ -506,6 +506,16 @@ std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked) {
   return std::max(peak, live + asked);
 }
 
+// Raises the profile's serving need to `need` where that is more, and writes the profile at once: the
+// engine may die of the out-of-memory that follows, and its next start must keep room for it. False when
+// it was not more.
+bool learn_serving_need(KvState& k, DeviceKv& d, std::uint64_t need) {
+  if (!d.profile || need <= d.profile->serving_peak_bytes.value_or(0)) return false;
+  d.profile->serving_peak_bytes = need;
+  write_profile(k, d);
+  return true;
+}
+
 }  // namespace
 
 void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
@@ -517,10 +527,9 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
     std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
     if (!g.owns_lock()) return;
     DeviceKv& d = k.at(device_hint >= 0 ? device_hint : tracked_device_now());
-    if (!d.committed || !d.profile) return;
+    if (!d.committed) return;
     const std::uint64_t need = serving_need(d, bytes);
-    if (need <= d.profile->serving_peak_bytes.value_or(0)) return;
-    d.profile->serving_peak_bytes = need;
+    if (!learn_serving_need(k, d, need)) return;
     std::size_t free_bytes = 0, total = 0;
     const bool measured = real_memory_info(&free_bytes, &total);
     log().warn(
@@ -528,7 +537,6 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
         "serving beside the KV cache, so the next start of this configuration is sized to leave it",
         d.device, policy::format_bytes(bytes),
         measured ? ", " + policy::format_bytes(free_bytes) + " free" : std::string(), policy::format_bytes(need));
-    write_profile(k, d);
   } catch (...) {
     // Learning costs the profile, never the engine's own out-of-memory error.
   }
@@ -564,13 +572,7 @@ bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_addr
           "next start of this configuration is sized to hold them on the device",
           device, policy::format_bytes(bytes), api);
     kv_event([&] { trace_events::kv_serving_overflow(device, api, base, bytes, host_bytes); });
-    if (d.profile) {
-      const std::uint64_t need = serving_need(d, 0);
-      if (need > d.profile->serving_peak_bytes.value_or(0)) {
-        d.profile->serving_peak_bytes = need;
-        write_profile(k, d);
-      }
-    }
+    learn_serving_need(k, d, serving_need(d, 0));
     *ptr = base;
     return true;
   } catch (...) {

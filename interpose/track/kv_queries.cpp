@@ -42,7 +42,7 @@ bool serving_phase(int device) {
   return t && t->current() == policy::Phase::serving;
 }
 
-void start_post_kv_peaks(int device) {
+void start_post_kv_peaks(int device, bool combined) {
   DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
   for (CategoryStats& c : d.categories) {
     c.post_kv_start.store(c.live.load());
@@ -50,6 +50,7 @@ void start_post_kv_peaks(int device) {
   }
   d.post_kv_combined_start.store(live_beside_kv(d));
   d.post_kv_combined_peak.store(live_beside_kv(d));
+  d.post_kv_combined.store(combined);
   d.post_kv.store(true);
 }
 

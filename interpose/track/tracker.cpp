@@ -158,8 +158,8 @@ KVREMAP_HOT_PATH int tracked_device() {
     std::int64_t seen = s.post_kv_peak.load(std::memory_order_relaxed);
     while (live > seen && !s.post_kv_peak.compare_exchange_weak(seen, live)) {
     }
-    if (c != Category::kv) {
-      DeviceStats& d = st.devices[static_cast<std::size_t>(device)];
+    DeviceStats& d = st.devices[static_cast<std::size_t>(device)];
+    if (c != Category::kv && d.post_kv_combined.load(std::memory_order_relaxed)) {
       const std::int64_t combined = live_beside_kv(d);
       std::int64_t most = d.post_kv_combined_peak.load(std::memory_order_relaxed);
       while (combined > most && !d.post_kv_combined_peak.compare_exchange_weak(most, combined)) {

@@ -86,7 +86,9 @@ bool capture_open();  // any capture this thread or a global one is open
 std::uint64_t profiling_peak_bytes(int device);
 // From now on, per-category peaks are also kept since this point (the end of the KV burst, later the
 // commit); post_kv_windows reads them.
-void start_post_kv_peaks(int device);
+// With `combined`, the peak of every category but kv together is kept as well (post_kv_combined_rise),
+// which only the commit reads: the call at the commit passes false, so serving's allocations skip it.
+void start_post_kv_peaks(int device, bool combined);
 // Since start_post_kv_peaks: what stays resident beyond the KV cache (every other category's live
 // bytes above their level then), and what came and went (each category's peak above its live now).
 struct PostKvNeeds {
@@ -94,7 +96,7 @@ struct PostKvNeeds {
   std::uint64_t transient = 0;
 };
 PostKvNeeds post_kv_needs(int device);
-// Since start_post_kv_peaks: how far every category but kv together rose above its level then, at its
+// Since start_post_kv_peaks(device, true): how far every category but kv together rose above its level then, at its
 // highest (one moment, unlike the per-category peaks, which may fall at different times).
 std::uint64_t post_kv_combined_rise(int device);
 // The free memory the engine's last query before its KV burst returned: what it sized the KV cache from.

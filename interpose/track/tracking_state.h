@@ -53,6 +53,7 @@ struct DeviceStats {
   // Read by every allocation, written seldom.
   alignas(64) std::atomic<bool> seen{false};
   std::atomic<bool> post_kv{false};
+  std::atomic<bool> post_kv_combined{false};  // post_kv_combined_peak kept: from the KV burst's end to the commit
   // !PhaseTracker::needs_each_allocation(): when true, allocations only add their size to
   // pending_alloc_bytes, folded in before the device's next event.
   std::atomic<bool> sum_allocations{false};

@@ -251,7 +251,7 @@ TEST_F(Tracker, ThePhaseFeedRecognisesAKvBurst) {
 TEST_F(Tracker, PostKvWindowsMeasureFromTheEndOfTheBurst) {
   on_alloc(0x1000, 100 * kMiB, AllocKind::kKvArena, "cudaMalloc", nullptr, 3);
   on_alloc(0x2000, 10 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, 3);
-  start_post_kv_peaks(3);
+  start_post_kv_peaks(3, true);
   on_alloc(0x3000, 30 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, 3);  // comes and goes
   on_free(0x3000, AllocKind::kPlain, "cudaFree");
   on_alloc(0x4000, 5 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, 3);  // stays
@@ -265,6 +265,13 @@ TEST_F(Tracker, PostKvWindowsMeasureFromTheEndOfTheBurst) {
   const auto kv = post_kv_windows(3)[tracker_detail::index_of(Category::kv)];
   EXPECT_EQ(kv.at_start, mib(100));
   EXPECT_EQ(kv.peak, mib(100));
+  // Everything beside the KV cache at once: 10 MiB then, 40 MiB at the peak.
+  EXPECT_EQ(post_kv_combined_rise(3), 30 * kMiB);
+  // From the commit on (combined false) only the per-category peaks move.
+  start_post_kv_peaks(3, false);
+  on_alloc(0x5000, 50 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, 3);
+  EXPECT_EQ(post_kv_combined_rise(3), 0u);
+  EXPECT_EQ(post_kv_windows(3)[tracker_detail::index_of(Category::other)].peak, mib(65));
 }
 
 TEST_F(Tracker, NothingIsKnownOfADeviceNeverSeen) {
