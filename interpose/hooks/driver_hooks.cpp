@@ -13,6 +13,7 @@
 #include "interpose/hooks/hook_support.h"
 #include "interpose/hooks/proc_routing.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/kv/kv_vmm.h"
 #include "interpose/driver/real.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/oom_snapshot.h"
@@ -173,6 +174,12 @@ KVREMAP_HOOK CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
 KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                                   unsigned long long flags) {
   KVREMAP_ENTER(cuMemCreate, handle, size, prop, flags);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (kv_vmm_create(handle, size, prop, flags, __builtin_return_address(0), &kv_result)) {
+    if (kv_result == CUDA_ERROR_OUT_OF_MEMORY) on_out_of_memory(size, "cuMemCreate", __builtin_return_address(0));
+    return kv_result;
+  }
+  kv_before(KvPoint::kAllocation);
   CUresult r = real(handle, size, prop, flags);
   if (r == CUDA_SUCCESS && handle)
     on_alloc(*handle, size, AllocKind::kVmmHandle, "cuMemCreate", __builtin_return_address(0));
@@ -181,30 +188,113 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
   return r;
 }
 
+// The hooks below that take a handle check for a virtual one first, before the reentrancy guard and
+// whether tracking is on: the driver has never seen such a value, so it must be translated in every state
+// (a nested call, the process exiting).
 KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (kv_is_virtual(handle)) return kv_vmm_release(handle);
   KVREMAP_ENTER(cuMemRelease, handle);
   return tracked_free(handle, Held::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
 }
 
-// Mapping calls move no device memory by themselves; they are hooked so later stages can manage
-// the KV range, and so the program's own VMM use never reaches kvremap's internals unguarded.
 KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                                unsigned long long flags) {
+  if (kv_is_virtual(handle)) return kv_vmm_map(ptr, size, offset, handle, flags);
   KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
   return real(ptr, size, offset, handle, flags);
 }
+
 KVREMAP_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  CUresult kv_result = CUDA_SUCCESS;
+  if (kv_vmm_unmap(ptr, size, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemUnmap, ptr, size);
   return real(ptr, size);
 }
+
+KVREMAP_HOOK CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  auto real = KVREMAP_REAL(cuMemSetAccess);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = real(ptr, size, desc, count);
+  if (r == CUDA_SUCCESS && desc) kv_vmm_access(ptr, size, desc, count);
+  return r;
+}
+
+KVREMAP_HOOK CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                             CUmemGenericAllocationHandle handle) {
+  if (kv_is_virtual(handle)) return kv_vmm_properties(prop, handle);
+  KVREMAP_ENTER(cuMemGetAllocationPropertiesFromHandle, prop, handle);
+  return real(prop, handle);
+}
+
+KVREMAP_HOOK CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                                   CUmemAllocationHandleType type, unsigned long long flags) {
+  auto real = KVREMAP_REAL(cuMemExportToShareableHandle);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (kv_is_virtual(handle)) {
+    CUmemGenericAllocationHandle driver_handle = 0;
+    if (CUresult r = kv_vmm_real_handle(handle, "cuMemExportToShareableHandle", &driver_handle); r != CUDA_SUCCESS)
+      return r;
+    handle = driver_handle;
+  }
+  return real(shareable, handle, type, flags);
+}
+
+KVREMAP_HOOK CUresult cuMulticastBindMem(CUmemGenericAllocationHandle multicast, size_t multicast_offset,
+                                         CUmemGenericAllocationHandle handle, size_t offset, size_t size,
+                                         unsigned long long flags) {
+  auto real = KVREMAP_REAL(cuMulticastBindMem);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (kv_is_virtual(handle)) {
+    CUmemGenericAllocationHandle driver_handle = 0;
+    if (CUresult r = kv_vmm_real_handle(handle, "cuMulticastBindMem", &driver_handle); r != CUDA_SUCCESS) return r;
+    handle = driver_handle;
+  }
+  return real(multicast, multicast_offset, handle, offset, size, flags);
+}
+
+namespace {
+// Sparse and mipmapped arrays backed by VMM handles: each entry's generic handle translated where virtual.
+template <typename Real>
+CUresult map_arrays(Real real, CUarrayMapInfo* infos, unsigned int count, CUstream stream) {
+  if (!infos || kv_detail::g_virtual_handles.load(std::memory_order_relaxed) == 0) return real(infos, count, stream);
+  try {
+    std::vector<CUarrayMapInfo> translated(infos, infos + count);
+    for (CUarrayMapInfo& info : translated) {
+      if (info.memHandleType != CU_MEM_HANDLE_TYPE_GENERIC || !kv_is_virtual(info.memHandle.memHandle)) continue;
+      CUmemGenericAllocationHandle driver_handle = 0;
+      if (CUresult r = kv_vmm_real_handle(info.memHandle.memHandle, "cuMemMapArrayAsync", &driver_handle);
+          r != CUDA_SUCCESS)
+        return r;
+      info.memHandle.memHandle = driver_handle;
+    }
+    return real(translated.data(), count, stream);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+}
+}  // namespace
+
+KVREMAP_HOOK CUresult cuMemMapArrayAsync(CUarrayMapInfo* infos, unsigned int count, CUstream stream) {
+  auto real = KVREMAP_REAL(cuMemMapArrayAsync);
+  return real ? map_arrays(real, infos, count, stream) : CUDA_ERROR_NOT_INITIALIZED;
+}
+KVREMAP_HOOK CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo* infos, unsigned int count, CUstream stream) {
+  auto real = KVREMAP_REAL(cuMemMapArrayAsync_ptsz);
+  return real ? map_arrays(real, infos, count, stream) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
 KVREMAP_HOOK CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                           unsigned long long flags) {
   KVREMAP_ENTER(cuMemAddressReserve, ptr, size, alignment, addr, flags);
-  return real(ptr, size, alignment, addr, flags);
+  const CUresult r = real(ptr, size, alignment, addr, flags);
+  if (r == CUDA_SUCCESS && ptr) kv_vmm_reserved(*ptr, size);
+  return r;
 }
 KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   KVREMAP_ENTER(cuMemAddressFree, ptr, size);
-  return real(ptr, size);
+  const CUresult r = real(ptr, size);
+  if (r == CUDA_SUCCESS) kv_vmm_reservation_freed(ptr);
+  return r;
 }
 
 #define KVREMAP_BEGIN_CAPTURE_HOOK(exp, per_thread)                      \

@@ -15,6 +15,7 @@
 // Per-thread-stream exports that cuda.h does not declare in its default mode.
 KVREMAP_DECLARE_VARIANT(cuMemAllocAsync, cuMemAllocAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemFreeAsync, cuMemFreeAsync_ptsz)
+KVREMAP_DECLARE_VARIANT(cuMemMapArrayAsync, cuMemMapArrayAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)
 KVREMAP_DECLARE_VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
 KVREMAP_DECLARE_VARIANT(cuStreamEndCapture, cuStreamEndCapture_ptsz)
@@ -69,8 +70,9 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
 //   §3) says what the hook does about deferred KV: `place` may put the allocation in the KV arena,
 //   `free` releases KV tensors, `access` reaches memory by address (a copy, memset, export or range
 //   query: kv_touch commits KV it reaches first), `point` is an event the commit trigger reads
-//   (launches, captures, memory queries, module loads), `none` leaves KV alone (pitched, stream-ordered
-//   and VMM allocations are never KV candidates).
+//   (launches, captures, memory queries, module loads), `handle` takes a VMM handle or mapping that may be
+//   kvremap's (kv_vmm.h: virtual handles translated, adopted regions' unmaps and access grants), `none`
+//   leaves KV alone (pitched, stream-ordered and pool allocations are never KV candidates).
 #define KVREMAP_DRIVER_HOOKS(X)                                                      \
   X(cuMemAlloc_v2, cuMemAlloc, 3020, 0, false, place)                                       \
   X(cuMemFree_v2, cuMemFree, 3020, 0, false, free)                                          \
@@ -82,10 +84,16 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0, false, none)                \
   X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 0, true, none)            \
   X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0, false, point)                                   \
-  X(cuMemCreate, cuMemCreate, 10020, 0, false, none)                                        \
-  X(cuMemRelease, cuMemRelease, 10020, 0, false, none)                                      \
-  X(cuMemMap, cuMemMap, 10020, 0, false, none)                                              \
-  X(cuMemUnmap, cuMemUnmap, 10020, 0, false, none)                                          \
+  X(cuMemCreate, cuMemCreate, 10020, 0, false, place)                                       \
+  X(cuMemRelease, cuMemRelease, 10020, 0, false, handle)                                    \
+  X(cuMemMap, cuMemMap, 10020, 0, false, handle)                                            \
+  X(cuMemUnmap, cuMemUnmap, 10020, 0, false, handle)                                        \
+  X(cuMemSetAccess, cuMemSetAccess, 10020, 0, false, handle)                                \
+  X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, 0, false, handle) \
+  X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0, false, handle)    \
+  X(cuMulticastBindMem, cuMulticastBindMem, 12010, 0, false, handle)                        \
+  X(cuMemMapArrayAsync, cuMemMapArrayAsync, 11010, 0, false, handle)                        \
+  X(cuMemMapArrayAsync_ptsz, cuMemMapArrayAsync, 11010, 0, true, handle)                    \
   X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0, false, none)                        \
   X(cuMemAddressFree, cuMemAddressFree, 10020, 0, false, none)                              \
   X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0, false, point)                  \

@@ -13,6 +13,7 @@
 #include "interpose/hooks/driver_hooks.h"
 #include "interpose/hooks/hook_enter.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/kv/kv_vmm.h"
 #include "interpose/track/tracker.h"
 
 using namespace kvremap::interpose;
@@ -388,8 +389,11 @@ KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attri
 }
 
 // The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors):
-// the handle of the one chunk holding it, or of the whole tensor with KVREMAP_KV_ONE_HANDLE=1.
+// the handle of the one chunk holding it, or of the whole tensor with KVREMAP_KV_ONE_HANDLE=1. On a
+// region the engine mapped itself, its own (virtual) handle, which exposes nothing of the backing: a
+// later export of it commits first (kv_vmm_real_handle).
 KVREMAP_HOOK CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  if (handle && kv_vmm_retain(handle, as_address(addr))) return CUDA_SUCCESS;
   KVREMAP_ENTER(cuMemRetainAllocationHandle, handle, addr);
   kv_touch(as_address(addr), 1, "cuMemRetainAllocationHandle");
   return real(handle, addr);

@@ -12,7 +12,7 @@ namespace kvremap::interpose {
 inline constexpr int kKnownCudaVersion = 13000;
 
 // What a hook does about deferred KV (driver_hooks.h's table says it for every row).
-enum class KvRole : std::uint8_t { none, place, free, access, point };
+enum class KvRole : std::uint8_t { none, place, free, access, point, handle };
 
 // A row of KVREMAP_DRIVER_HOOKS without its function pointers, so that the routing needs none of
 // the exported wrappers.

@@ -38,8 +38,19 @@ KvArena::~KvArena() {
   if (base_) driver_.address_free(base_, config_.reserve_bytes);
 }
 
-CUresult KvArena::create_handle(bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle) {
+CUresult KvArena::create_handle(const Region* region, bool host, std::uint64_t bytes,
+                                CUmemGenericAllocationHandle* handle) {
   CUmemAllocationProp prop{};
+  if (region && region->adopted) {
+    // The engine's own properties (handle types, RDMA, compression): what it may export or register later.
+    prop = region->prop;
+    if (host) {
+      prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+      prop.location.id = 0;
+      prop.allocFlags.gpuDirectRDMACapable = 0;  // registers device memory only
+    }
+    return driver_.create(handle, bytes, &prop, 0);
+  }
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = host ? 0 : config_.device;
@@ -51,7 +62,10 @@ CUresult KvArena::create_handle(bool host, std::uint64_t bytes, CUmemGenericAllo
   return driver_.create(handle, bytes, &prop, 0);
 }
 
-CUresult KvArena::grant_access(CUdeviceptr va, std::uint64_t bytes) {
+CUresult KvArena::grant_access(const Region& region, CUdeviceptr va, std::uint64_t bytes) {
+  // An adopted region gets back every grant its engine made (peers included), whatever backs it now.
+  if (region.adopted && !region.access.empty())
+    return driver_.set_access(va, bytes, region.access.data(), region.access.size());
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = config_.device;
@@ -59,7 +73,7 @@ CUresult KvArena::grant_access(CUdeviceptr va, std::uint64_t bytes) {
   return driver_.set_access(va, bytes, &access, 1);
 }
 
-CUresult KvArena::map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks) {
+CUresult KvArena::map_chunks(const Region& region, CUdeviceptr va, const std::vector<Chunk>& chunks) {
   std::uint64_t offset = 0;
   for (const Chunk& c : chunks) {
     const CUresult r = driver_.map(va + offset, c.bytes, 0, c.handle, 0);
@@ -70,12 +84,12 @@ CUresult KvArena::map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks) {
     offset += c.bytes;
   }
   // One access grant for the whole contiguous run: a call per chunk costs tens of microseconds each.
-  const CUresult r = grant_access(va, offset);
+  const CUresult r = grant_access(region, va, offset);
   if (r != CUDA_SUCCESS) driver_.unmap(va, offset);
   return r;
 }
 
-CUresult KvArena::map_scratch(CUdeviceptr va, std::uint64_t bytes) {
+CUresult KvArena::map_scratch(const Region& region, CUdeviceptr va, std::uint64_t bytes) {
   for (std::uint64_t off = 0; off < bytes;) {
     // Large aliases where they fit (few mappings), single granules for the remainder.
     const bool large = bytes - off >= config_.scratch_bytes;
@@ -87,7 +101,7 @@ CUresult KvArena::map_scratch(CUdeviceptr va, std::uint64_t bytes) {
     }
     off += step;
   }
-  const CUresult r = grant_access(va, bytes);
+  const CUresult r = grant_access(region, va, bytes);
   if (r != CUDA_SUCCESS) driver_.unmap(va, bytes);
   return r;
 }
@@ -114,6 +128,7 @@ bool KvArena::has_address_space(std::uint64_t bytes) const {
 CUresult KvArena::find_va(std::uint64_t bytes, CUdeviceptr* out) const {
   CUdeviceptr at = base_;
   for (const auto& [region_base, region] : regions_) {
+    if (region.adopted) continue;  // the engine's own VA, outside the reserved range
     if (region_base - at >= bytes) break;
     at = region_base + region.bytes;
   }
@@ -130,17 +145,17 @@ CUresult KvArena::allocate(std::uint64_t bytes, CUdeviceptr* out, bool on_host) 
   if (CUresult r = find_va(round_up(size, config_.chunk_bytes), &va); r != CUDA_SUCCESS) return r;
   Region region;
   region.bytes = size;
-  const std::uint64_t step = chunk_step(size);
+  const std::uint64_t step = chunk_step(size, false);
   for (std::uint64_t off = 0; off < size; off += step)
     region.chunks.push_back(Chunk{0, on_host, std::min(step, size - off)});
   for (Chunk& c : region.chunks) {
-    if (CUresult r = create_handle(on_host, c.bytes, &c.handle); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(&region, on_host, c.bytes, &c.handle); r != CUDA_SUCCESS) {
       c.handle = 0;
       release_handles(region.chunks);
       return r;
     }
   }
-  if (CUresult r = map_chunks(va, region.chunks); r != CUDA_SUCCESS) {
+  if (CUresult r = map_chunks(region, va, region.chunks); r != CUDA_SUCCESS) {
     release_handles(region.chunks);
     return r;
   }
@@ -162,13 +177,13 @@ CUresult KvArena::ensure_scratch() {
   // Created at the first deferral, not with the arena: until then the engine measures its memory
   // and sizes its KV cache, and must not see kvremap's scratch in those numbers.
   if (!scratch_) {
-    if (CUresult r = create_handle(false, config_.scratch_bytes, &scratch_); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(nullptr, false, config_.scratch_bytes, &scratch_); r != CUDA_SUCCESS) {
       scratch_ = 0;
       return r;
     }
   }
   if (!granule_scratch_) {
-    if (CUresult r = create_handle(false, config_.granularity, &granule_scratch_); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(nullptr, false, config_.granularity, &granule_scratch_); r != CUDA_SUCCESS) {
       granule_scratch_ = 0;
       return r;
     }
@@ -184,18 +199,19 @@ CUresult KvArena::defer(CUdeviceptr base) {
   for (const Chunk& c : region.chunks)
     if (!c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // already (partly) on scratch
   if (CUresult r = driver_.unmap(base, region.bytes); r != CUDA_SUCCESS) return r;
-  if (CUresult r = map_scratch(base, region.bytes); r != CUDA_SUCCESS) {
+  if (CUresult r = map_scratch(region, base, region.bytes); r != CUDA_SUCCESS) {
     // Back to where it was: the chunks are still held, only their mappings went.
-    region.unmapped = map_chunks(base, region.chunks) != CUDA_SUCCESS;
+    region.unmapped = map_chunks(region, base, region.chunks) != CUDA_SUCCESS;
     return r;
   }
   release_handles(region.chunks);
   return CUDA_SUCCESS;
 }
 
-std::vector<KvArena::Chunk> KvArena::commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const {
+std::vector<KvArena::Chunk> KvArena::commit_layout(const Region& region, std::uint64_t device_bytes) const {
   std::vector<Chunk> chunks;
-  const std::uint64_t step = chunk_step(bytes);
+  const std::uint64_t bytes = region.bytes;
+  const std::uint64_t step = chunk_step(bytes, region.adopted);
   for (std::uint64_t off = 0; off < bytes; off += step) {
     const std::uint64_t end = std::min(bytes, off + step);
     if (end <= device_bytes) {
@@ -217,9 +233,9 @@ CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint
   for (const Chunk& c : region.chunks)
     if (c.handle) return CUDA_ERROR_ILLEGAL_STATE;  // not deferred
   const std::uint64_t placed = std::min(region.bytes, device_bytes / config_.granularity * config_.granularity);
-  std::vector<Chunk> fresh = commit_layout(region.bytes, placed);
+  std::vector<Chunk> fresh = commit_layout(region, placed);
   for (std::size_t i = 0; i < fresh.size(); ++i) {
-    if (CUresult r = create_handle(fresh[i].host, fresh[i].bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
+    if (CUresult r = create_handle(&region, fresh[i].host, fresh[i].bytes, &fresh[i].handle); r != CUDA_SUCCESS) {
       fresh[i].handle = 0;
       release_handles(fresh);
       return r;  // still on scratch: nothing changed
@@ -229,14 +245,14 @@ CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint
     release_handles(fresh);
     return r;
   }
-  CUresult r = map_chunks(base, fresh);
+  CUresult r = map_chunks(region, base, fresh);
   // The engine asked for zeros (torch.zeros) and the scratch holds start-up garbage.
   if (r == CUDA_SUCCESS) {
     r = driver_.memset_d8(base, 0, region.bytes);
     if (r != CUDA_SUCCESS) driver_.unmap(base, region.bytes);
   }
   if (r != CUDA_SUCCESS) {
-    region.unmapped = map_scratch(base, region.bytes) != CUDA_SUCCESS;  // back on scratch, addresses valid
+    region.unmapped = map_scratch(region, base, region.bytes) != CUDA_SUCCESS;  // back on scratch, addresses valid
     release_handles(fresh);
     return r;
   }
@@ -257,6 +273,83 @@ bool KvArena::release_scratch() {
 }
 
 bool KvArena::contains(CUdeviceptr ptr) const { return base_ && ptr >= base_ && ptr < base_ + config_.reserve_bytes; }
+
+bool KvArena::holds(CUdeviceptr ptr) const {
+  CUdeviceptr base = 0;
+  std::uint64_t bytes = 0;
+  return contains(ptr) || adopted_region_of(ptr, &base, &bytes);
+}
+
+CUresult KvArena::adopt(CUdeviceptr va, std::uint64_t bytes, CUmemGenericAllocationHandle handle,
+                        const CUmemAllocationProp& prop) {
+  if (bytes == 0 || handle == 0 || bytes % config_.granularity != 0 || va % config_.granularity != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // Never over another region: the engine's reservation is its own, but a stale record would alias it.
+  auto next = regions_.lower_bound(va);
+  if (next != regions_.end() && next->first < va + bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (next != regions_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > va)
+    return CUDA_ERROR_INVALID_VALUE;
+  Region region;
+  region.bytes = bytes;
+  region.adopted = true;
+  region.prop = prop;
+  region.chunks.push_back(Chunk{handle, prop.location.type == CU_MEM_LOCATION_TYPE_HOST, bytes});
+  regions_.emplace(va, std::move(region));
+  return CUDA_SUCCESS;
+}
+
+void KvArena::record_access(CUdeviceptr base, const CUmemAccessDesc* desc, std::size_t count) {
+  auto it = regions_.find(base);
+  if (it == regions_.end() || !it->second.adopted || !desc) return;
+  std::vector<CUmemAccessDesc>& access = it->second.access;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto same = std::find_if(access.begin(), access.end(), [&](const CUmemAccessDesc& a) {
+      return a.location.type == desc[i].location.type && a.location.id == desc[i].location.id;
+    });
+    if (same == access.end()) {
+      access.push_back(desc[i]);
+    } else {
+      same->flags = desc[i].flags;
+    }
+  }
+}
+
+CUresult KvArena::unadopt(CUdeviceptr base, CUmemGenericAllocationHandle* kept) {
+  auto it = regions_.find(base);
+  if (it == regions_.end() || !it->second.adopted) return CUDA_ERROR_INVALID_VALUE;
+  Region& region = it->second;
+  const CUresult r = region.unmapped ? CUDA_SUCCESS : driver_.unmap(base, region.bytes);
+  if (r != CUDA_SUCCESS) return r;  // still mapped: the region stays as it is
+  if (kept) *kept = 0;
+  if (kept && region.chunks.size() == 1 && region.chunks.front().handle) {
+    *kept = region.chunks.front().handle;
+    region.chunks.front().handle = 0;
+  }
+  release_handles(region.chunks);
+  regions_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUmemGenericAllocationHandle KvArena::sole_handle(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  if (it == regions_.end() || it->second.unmapped || it->second.chunks.size() != 1) return 0;
+  return it->second.chunks.front().handle;
+}
+
+bool KvArena::adopted(CUdeviceptr base) const {
+  auto it = regions_.find(base);
+  return it != regions_.end() && it->second.adopted;
+}
+
+bool KvArena::adopted_region_of(CUdeviceptr ptr, CUdeviceptr* base, std::uint64_t* bytes) const {
+  auto it = regions_.upper_bound(ptr);
+  if (it == regions_.begin()) return false;
+  --it;
+  if (!it->second.adopted || ptr >= it->first + it->second.bytes) return false;
+  *base = it->first;
+  *bytes = it->second.bytes;
+  return true;
+}
 
 std::uint64_t KvArena::region_bytes(CUdeviceptr base) const {
   auto it = regions_.find(base);

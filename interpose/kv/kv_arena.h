@@ -65,6 +65,26 @@ class KvArena {
   // *on_device.
   CUresult commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint64_t* on_device = nullptr);
 
+  // A region the engine reserved and mapped itself (VMM KV: cuMemCreate, then cuMemMap at `va`, outside the
+  // arena's range): `handle`, created with the engine's `prop`, mapped over [va, va + bytes) and owned by
+  // the arena from now on. defer() and commit() treat it as their own, except that its commit creates
+  // handles with the engine's properties (one for its device part, one for a host tail) and every access
+  // grant the engine made on it (record_access) is replayed after each remap. Never moved, never freed
+  // as VA: the engine owns its reservation.
+  CUresult adopt(CUdeviceptr va, std::uint64_t bytes, CUmemGenericAllocationHandle handle,
+                 const CUmemAllocationProp& prop);
+  // An access grant the engine made over an adopted region (cuMemSetAccess), kept per location.
+  void record_access(CUdeviceptr base, const CUmemAccessDesc* desc, std::size_t count);
+  // The engine unmaps an adopted region: whatever backs it now is unmapped. Its one handle, when it has
+  // exactly one (not on scratch, no host tail), goes back to the caller in *kept (the engine's handle may
+  // be mapped again or released later); any other handle is released. Unknown base: INVALID_VALUE.
+  CUresult unadopt(CUdeviceptr base, CUmemGenericAllocationHandle* kept);
+  // The one handle backing a region now: 0 on scratch, or when a host tail makes it two.
+  CUmemGenericAllocationHandle sole_handle(CUdeviceptr base) const;
+  bool adopted(CUdeviceptr base) const;
+  // The adopted region holding `ptr`: its base and bytes. False when none does.
+  bool adopted_region_of(CUdeviceptr ptr, CUdeviceptr* base, std::uint64_t* bytes) const;
+
   // Gives the scratch handles back to the device once no region is on them (after the commit); a
   // later deferral creates them again. False, keeping them, while any region still uses them.
   bool release_scratch();
@@ -73,7 +93,9 @@ class KvArena {
   // can mean either a full reservation or a device out of memory).
   bool has_address_space(std::uint64_t bytes) const;
 
-  bool contains(CUdeviceptr ptr) const;
+  bool contains(CUdeviceptr ptr) const;  // in the reserved range (adopted regions are not)
+  // In the reserved range or in an adopted region.
+  bool holds(CUdeviceptr ptr) const;
   // Region size in bytes, or 0 for an unknown base.
   std::uint64_t region_bytes(CUdeviceptr base) const;
   Backing backing(CUdeviceptr base) const;  // none: unknown base, or a mapping lost to a double failure
@@ -96,23 +118,31 @@ class KvArena {
     std::uint64_t bytes = 0;
     std::vector<Chunk> chunks;
     bool unmapped = false;  // a failure and then its undo failed too: the driver refuses to map
+    // Adopted (the engine's own VMM mapping): its handles take the engine's properties, its access the
+    // engine's grants, and it is one handle (plus a host tail) whatever the chunk size.
+    bool adopted = false;
+    CUmemAllocationProp prop{};
+    std::vector<CUmemAccessDesc> access;
   };
 
   KvArena(const ArenaDriver& driver, const ArenaConfig& config) : driver_(driver), config_(config) {}
 
-  CUresult create_handle(bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle);
-  CUresult grant_access(CUdeviceptr va, std::uint64_t bytes);
+  // `region`: the region the handle is for (its properties where adopted); nullptr for the scratch.
+  CUresult create_handle(const Region* region, bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle);
+  CUresult grant_access(const Region& region, CUdeviceptr va, std::uint64_t bytes);
   // Maps `handles` one chunk each from `va`, grants access; on failure unmaps what it mapped.
-  CUresult map_chunks(CUdeviceptr va, const std::vector<Chunk>& chunks);
+  CUresult map_chunks(const Region& region, CUdeviceptr va, const std::vector<Chunk>& chunks);
   // Maps the scratch repeatedly over [va, va+bytes) and grants access; undoes itself on failure.
-  CUresult map_scratch(CUdeviceptr va, std::uint64_t bytes);
+  CUresult map_scratch(const Region& region, CUdeviceptr va, std::uint64_t bytes);
   void release_handles(std::vector<Chunk>& chunks);
   // The handles a commit creates for a region of `bytes`: the chunk grid, device below
   // `device_bytes` (a granularity multiple), host from there to the end.
-  std::vector<Chunk> commit_layout(std::uint64_t bytes, std::uint64_t device_bytes) const;
+  std::vector<Chunk> commit_layout(const Region& region, std::uint64_t device_bytes) const;
   CUresult find_va(std::uint64_t bytes, CUdeviceptr* out) const;
   // The chunk grid's step for a region of `bytes`.
-  std::uint64_t chunk_step(std::uint64_t bytes) const { return config_.one_handle ? bytes : config_.chunk_bytes; }
+  std::uint64_t chunk_step(std::uint64_t bytes, bool adopted) const {
+    return config_.one_handle || adopted ? bytes : config_.chunk_bytes;
+  }
   CUresult ensure_scratch();
 
   ArenaDriver driver_;

@@ -56,7 +56,7 @@ void defer_locked(DeviceKv& d) {
   const Placement* first_written = nullptr;
   for (Placement& r : d.regions) {
     r.kv = policy::is_kv(policy::ArenaPlacement{r.requested, r.tagged}, tensor);
-    reclassify(r.base, r.kv);
+    reclassify(r.tracked_key(), r.kv);
     if (!r.kv) continue;
     if (r.written_by != nullptr) {
       // KV, kept backed: what the engine wrote there stays; the commit leaves it alone.
@@ -95,20 +95,6 @@ void defer_locked(DeviceKv& d) {
   if (k.trigger_config.mode == policy::TriggerMode::automatic && !k.engine.graphs_expected)
     log().info("device {}: no CUDA-graph capture expected ({}): the KV cache is committed before the first launch",
                d.device, k.engine.eager_reason);
-}
-
-// Every deferred KV tensor was freed before the commit: that was a profiling KV cache (vLLM V1 allocates
-// one for its graph-memory profiling and frees it before the real one, gpu_model_runner.py:6633-6739).
-// The device waits for its KV burst again, as before the first; the KV window opens again.
-void rearm(KvState& k, DeviceKv& d) {
-  d.deferred = false;
-  d.deferred_bytes = 0;
-  d.trigger = policy::CommitTrigger(k.trigger_config);
-  log().info(
-      "device {}: every deferred KV tensor was freed before its commit (a profiling KV cache): the KV "
-      "burst is looked for again",
-      d.device);
-  rearm_kv_recognition(d.device);
 }
 
 // A KV connector on the engine's command line keeps KV out of the arena, unless the user says which
@@ -193,6 +179,15 @@ DeviceKv* device_holding(KvState& k, std::uint64_t address, std::uint64_t bytes)
   return nullptr;
 }
 
+// The address ranges `d`'s placements lie in: the arena's reserved range, and each region the engine
+// mapped itself (adopted, outside that range).
+template <typename Visit>
+void for_each_kv_range(const DeviceKv& d, Visit&& visit) {
+  visit(d.arena->base(), d.arena->base() + d.arena->reserved_bytes());
+  for (const Placement& r : d.regions)
+    if (r.handle != 0) visit(r.base, r.base + d.arena->region_bytes(r.base));
+}
+
 // The devices still in their KV burst: arena regions placed, none deferred or committed yet.
 template <typename Visit>
 void for_each_device_in_burst(KvState& k, Visit&& visit) {
@@ -225,12 +220,12 @@ void note_burst_launch(KvState& k, const KernelLaunch& launch) {
   std::vector<std::uint64_t> reached;
   for_each_device_in_burst(k, [&](DeviceKv& d) {
     const KvArena& arena = *d.arena;
-    policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(),
-                                [&](std::uint64_t address) {
-                                  for (const Placement& r : d.regions)
-                                    if (r.written_by == nullptr && overlaps(arena, r, address, 1))
-                                      reached.push_back(address);
-                                });
+    for_each_kv_range(d, [&](std::uint64_t low, std::uint64_t high) {
+      policy::for_each_address_in(read.parameters, low, high, [&](std::uint64_t address) {
+        for (const Placement& r : d.regions)
+          if (r.written_by == nullptr && overlaps(arena, r, address, 1)) reached.push_back(address);
+      });
+    });
   });
   if (reached.empty() || policy::is_zero_fill_kernel(real_function_name(launch.function), read.parameters)) return;
   for (const std::uint64_t address : reached)
@@ -244,15 +239,48 @@ policy::KvReach deferred_reach(const DeviceKv& d, const KernelLaunch& launch) {
   if (!read.known) return policy::KvReach::unknown;
   bool reached = false;
   const KvArena& arena = *d.arena;
-  policy::for_each_address_in(read.parameters, arena.base(), arena.base() + arena.reserved_bytes(),
-                              [&](std::uint64_t address) {
-                                for (const Placement& r : d.regions)
-                                  if (r.kv && overlaps(arena, r, address, 1)) reached = true;
-                              });
+  for_each_kv_range(d, [&](std::uint64_t low, std::uint64_t high) {
+    policy::for_each_address_in(read.parameters, low, high, [&](std::uint64_t address) {
+      for (const Placement& r : d.regions)
+        if (r.kv && overlaps(arena, r, address, 1)) reached = true;
+    });
+  });
   return reached ? policy::KvReach::kv : policy::KvReach::none;
 }
 
 }  // namespace
+
+namespace kv_internal {
+
+// Every deferred KV tensor was freed before the commit: that was a profiling KV cache (vLLM V1 allocates
+// one for its graph-memory profiling and frees it before the real one, gpu_model_runner.py:6633-6739).
+// The device waits for its KV burst again, as before the first; the KV window opens again.
+void rearm(KvState& k, DeviceKv& d) {
+  d.deferred = false;
+  d.deferred_bytes = 0;
+  d.trigger = policy::CommitTrigger(k.trigger_config);
+  log().info(
+      "device {}: every deferred KV tensor was freed before its commit (a profiling KV cache): the KV "
+      "burst is looked for again",
+      d.device);
+  rearm_kv_recognition(d.device);
+}
+
+bool wants_placement(KvState& k, DeviceKv& d, std::uint64_t bytes, KvTag tag, bool with_arena) {
+  const policy::Options& o = options();
+  if (tag != KvTag::kv && keeps_kv_for_connector(k)) return false;
+  policy::PlacementQuery q;
+  q.bytes = bytes;
+  q.tag = tag;
+  q.kv_window = kv_window(d.device);
+  q.burst_over = d.deferred || d.committed;
+  q.min_bytes = o.kv_min_bytes;
+  q.tensor_override = o.kv_tensor_bytes;
+  q.recognised_bytes = kv_tensor_bytes(d.device);
+  return policy::place_in_arena(q) && (!with_arena || make_arena(d));
+}
+
+}  // namespace kv_internal
 
 namespace kv_detail {
 
@@ -266,17 +294,8 @@ bool allocate(std::uint64_t bytes, const char* api, void* return_address, CUdevi
   const int device = tracked_device_now();
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  if (tag != KvTag::kv && keeps_kv_for_connector(k)) return false;
   DeviceKv& d = k.at(device);
-  policy::PlacementQuery q;
-  q.bytes = bytes;
-  q.tag = tag;
-  q.kv_window = kv_window(device);
-  q.burst_over = d.deferred || d.committed;
-  q.min_bytes = o.kv_min_bytes;
-  q.tensor_override = o.kv_tensor_bytes;
-  q.recognised_bytes = kv_tensor_bytes(device);
-  if (!policy::place_in_arena(q) || !make_arena(d)) return false;
+  if (!wants_placement(k, d, bytes, tag)) return false;
   CUdeviceptr base = 0;
   const CUresult r = d.arena->allocate(bytes, &base);
   if (r != CUDA_SUCCESS) {
@@ -311,7 +330,7 @@ bool region_of(std::uint64_t address, std::uint64_t* base, std::uint64_t* size) 
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   for (const auto& slot : k.devices) {
-    if (!slot || !slot->arena || !slot->arena->contains(address)) continue;
+    if (!slot || !slot->arena || !slot->arena->holds(address)) continue;
     for (const Placement& r : slot->regions) {
       if (address < r.base || address >= r.base + r.requested) continue;
       *base = r.base;

@@ -33,6 +33,7 @@ struct Api {
 constinit Api g_apis[] = {
     {"cudaMalloc", "cudaMalloc", next_definition, {}, {}},
     {"cuMemAlloc", "cuMemAlloc_v2", driver_export, {}, {}},
+    {"cuMemCreate", "cuMemCreate", driver_export, {}, {}},
 };
 // Serialises the first decision of each API, so exactly one thread warns.
 constinit std::mutex g_deciding;

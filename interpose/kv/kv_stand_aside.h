@@ -5,7 +5,7 @@
 
 namespace kvremap::interpose {
 
-// Whether kvremap stands aside for `api` ("cudaMalloc", "cuMemAlloc"): the function its hook forwards
+// Whether kvremap stands aside for `api` ("cudaMalloc", "cuMemAlloc", "cuMemCreate"): the function its hook forwards
 // to is defined by a library other than the CUDA runtime or driver — another interposer loaded after
 // kvremap, such as torch_memory_saver, that must see the KV allocation itself (it maps and later
 // releases that memory). Decided once per API, at the first KV candidate; the deciding call warns

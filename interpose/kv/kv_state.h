@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,22 @@ struct Placement {
   // The call that wrote something other than zeros into it before the deferral (copy, memset): it
   // stays backed then, since only a zero fill is replayed at the commit. nullptr when none did.
   const char* written_by = nullptr;
+  // Adopted (the engine mapped it itself, kv_vmm.h): the virtual handle mapped there, under which the
+  // tracker holds it; 0 for kvremap's own placements, tracked by address.
+  std::uint64_t handle = 0;
+  std::uint64_t tracked_key() const { return handle != 0 ? handle : base; }
+};
+
+// A virtual handle (kv_vmm.h): what kvremap gave the engine for a cuMemCreate in its KV window. Its
+// value is this record's address, which no driver handle can be while the record lives.
+struct VirtualHandle {
+  int device = 0;
+  std::uint64_t bytes = 0;
+  CUmemAllocationProp prop{};
+  bool tagged = false;                    // created under kvremap_tag_push("kv")
+  CUmemGenericAllocationHandle real = 0;  // the driver handle behind it while no adopted region holds it
+  CUdeviceptr mapped_at = 0;              // the adopted region's base while one holds its memory
+  int references = 1;                     // cuMemCreate's, plus one per cuMemRetainAllocationHandle
 };
 
 // One device's arena and where its KV cache stands; each device defers and commits on its own,
@@ -78,6 +95,10 @@ struct KvState {
   // so that the lookup and every write of this start name the same modules.
   std::optional<std::vector<std::string>> software;
   std::array<std::unique_ptr<DeviceKv>, kMaxDevices> devices;
+  std::map<std::uint64_t, std::unique_ptr<VirtualHandle>> virtual_handles;  // by value
+  // The engine's VA reservations (cuMemAddressReserve), base to size: a virtual handle is adopted only where
+  // it maps a whole reservation of its own size (kv_vmm.h).
+  std::map<std::uint64_t, std::uint64_t> reservations;
 
   DeviceKv& at(int device) {
     auto& slot = devices[static_cast<std::size_t>(device_index(device))];
@@ -91,6 +112,14 @@ KvState& K();
 
 // Recounts kv_detail::g_active and g_pending (kv_manager.h) from the devices' states; under k.lock.
 void refresh_counts(KvState& k);
+
+// kv_manager.cpp: whether an allocation of `bytes` on `d`, made now under `tag`, belongs in the device's
+// KV arena (the KV window's placement rule, policy::place_in_arena), and — `with_arena` — the arena exists
+// for it (made now if need be).
+bool wants_placement(KvState& k, DeviceKv& d, std::uint64_t bytes, policy::KvTag tag, bool with_arena = true);
+// kv_manager.cpp: every deferred KV tensor of `d` went before its commit (a profiling KV cache): the KV
+// burst is looked for again.
+void rearm(KvState& k, DeviceKv& d);
 
 // kv_arena_setup.cpp: the device's arena, reserved once; false (and d.arena_failed) when the device
 // refuses the settings or the reservation, which is said once on stderr and in the trace.

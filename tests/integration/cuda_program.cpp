@@ -1,6 +1,6 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
 // Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
-//        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver
+//        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -1023,6 +1023,94 @@ int memory_saver() {
   return failures;
 }
 
+
+// KV the engine maps itself (kv_vmm.h), every call taking its handle: a tagged 64 MiB cuMemCreate with POSIX
+// fd export and RDMA, mapped, granted to devices 0 and 1, zeroed by PyTorch's fill kernel; an allocation
+// after it ends the burst. While deferred: its properties are the engine's, a retain at an interior
+// address gives the same handle; the export (which commits first) imports into a second mapping that sees
+// what the first writes; device 1 keeps its grant. Two releases while mapped keep the memory until the
+// unmap; a third is refused. Run with SIMCUDA_DEVICE_COUNT=2; the same checks pass without kvremap.
+int vmm_kv_handles() {
+  const TagApi tags = tag_api();
+  constexpr std::size_t kBytes = 64 * kMiB;
+  check(cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess, "CUDA initialisation");
+  void* warm = nullptr;
+  check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
+  torch_fill_kernel();  // its module loads before the KV, as an engine's kernels do
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.allocFlags.gpuDirectRDMACapable = 1;
+  CUdeviceptr x = 0;
+  check(cuMemAddressReserve(&x, kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
+  CUmemGenericAllocationHandle h = 0;
+  tags.open_kv();
+  check(cuMemCreate(&h, kBytes, &prop, 0) == CUDA_SUCCESS, "create");
+  tags.close();
+  check(cuMemMap(x, kBytes, 0, h, 0) == CUDA_SUCCESS, "map");
+  CUmemAccessDesc grant[2] = {};
+  for (int d = 0; d < 2; ++d) {
+    grant[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    grant[d].location.id = d;
+    grant[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  check(cuMemSetAccess(x, kBytes, grant, 2) == CUDA_SUCCESS, "access for devices 0 and 1");
+  check(torch_fill(reinterpret_cast<void*>(x), kBytes, 0), "zeroed by PyTorch's fill kernel");
+  void* after = nullptr;
+  check(cudaMalloc(&after, 8 * kMiB) == cudaSuccess, "an allocation after the KV burst");
+
+  CUmemAllocationProp got{};
+  check(cuMemGetAllocationPropertiesFromHandle(&got, h) == CUDA_SUCCESS && got.type == prop.type &&
+            got.location.type == prop.location.type && got.location.id == 0 &&
+            got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
+            got.allocFlags.gpuDirectRDMACapable == 1,
+        "properties are the engine's");
+  CUmemGenericAllocationHandle retained = 0;
+  check(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(x + 4 * kMiB)) == CUDA_SUCCESS &&
+            retained == h,
+        "retain at an interior address gives the same handle");
+  int fd = -1;
+  check(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS && fd >= 0,
+        "export as a POSIX fd");
+  unsigned long long flags = 0;
+  CUmemLocation device1{};
+  device1.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  device1.id = 1;
+  check(cuMemGetAccess(&flags, &device1, x) == CUDA_SUCCESS && flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        "device 1 keeps its grant");
+  CUmemGenericAllocationHandle imported = 0;
+  CUdeviceptr y = 0;
+  check(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS &&
+            cuMemAddressReserve(&y, kBytes, 0, 0, 0) == CUDA_SUCCESS && cuMemMap(y, kBytes, 0, imported, 0) == CUDA_SUCCESS &&
+            cuMemSetAccess(y, kBytes, grant, 1) == CUDA_SUCCESS,
+        "the export imported and mapped again");
+  const auto written_is_read = [&](unsigned char seed, CUdeviceptr from) {
+    unsigned char pattern[4096], back[4096] = {};
+    for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 13);
+    return cuMemcpyHtoD(x + kBytes - sizeof pattern, pattern, sizeof pattern) == CUDA_SUCCESS &&
+           cuMemcpyDtoH(back, from + kBytes - sizeof pattern, sizeof back) == CUDA_SUCCESS &&
+           std::memcmp(back, pattern, sizeof back) == 0;
+  };
+  check(written_is_read(5, y), "the imported mapping sees what the engine's writes");
+  check(cuMemUnmap(y, kBytes) == CUDA_SUCCESS && cuMemRelease(imported) == CUDA_SUCCESS &&
+            cuMemAddressFree(y, kBytes) == CUDA_SUCCESS,
+        "the imported mapping released");
+  close(fd);
+  check(cuMemRelease(h) == CUDA_SUCCESS && cuMemRelease(h) == CUDA_SUCCESS, "two releases while mapped");
+  check(written_is_read(9, x), "the memory stays while mapped");
+  std::size_t mapped_free = 0, unmapped_free = 0, total = 0;
+  check(cudaMemGetInfo(&mapped_free, &total) == cudaSuccess, "free memory while mapped");
+  check(cuMemUnmap(x, kBytes) == CUDA_SUCCESS, "unmap");
+  check(cudaMemGetInfo(&unmapped_free, &total) == cudaSuccess && unmapped_free >= mapped_free + kBytes,
+        "the unmap frees the released memory");
+  check(cuMemRelease(h) == CUDA_ERROR_INVALID_VALUE, "a third release is refused");
+  check(cuMemAddressFree(x, kBytes) == CUDA_SUCCESS, "reservation freed");
+  check(cudaFree(after) == cudaSuccess && cudaFree(warm) == cudaSuccess, "freed");
+  return failures;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1049,11 +1137,12 @@ int main(int argc, char** argv) {
   if (mode == "capture-ended-elsewhere") return capture_ended_elsewhere();
   if (mode == "interleaved-captures") return interleaved_captures();
   if (mode == "memory-saver") return memory_saver();
+  if (mode == "vmm-kv-handles") return vmm_kv_handles();
   std::fprintf(stderr,
                "usage: cuda_program "
                "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
-               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver\n");
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles\n");
   return 2;
 }

@@ -296,6 +296,14 @@ int main(int argc, char** argv) {
   // (a) The weights through CuMemAllocator's "weights" pool, written from the host (load_model).
   Allocations a;
   require(cumem_stub_malloc(kWeightsBytes, "weights", &a.weights) == 0, "weights allocation through the stub");
+  // The whole checkpoint is copied in (load_model's copy_ per tensor), then the samples checked after the wake.
+  {
+    const std::vector<unsigned char> checkpoint(64 * kMiB, 0x3c);
+    for (std::uint64_t at = 0; at < kWeightsBytes; at += checkpoint.size())
+      require(cudaMemcpy(static_cast<char*>(a.weights) + at, checkpoint.data(), checkpoint.size(),
+                         cudaMemcpyHostToDevice) == cudaSuccess,
+              "checkpoint upload");
+  }
   for (int i = 0; i < kWeightSamples; ++i) {
     const auto p = pattern(kSampleBytes, 7000 + i);
     require(cudaMemcpy(static_cast<char*>(a.weights) + weights_sample_offset(i), p.data(), kSampleBytes,
@@ -304,8 +312,10 @@ int main(int argc, char** argv) {
   }
   std::printf("weights: %s through the stub\n", mib(kWeightsBytes).c_str());
 
-  // (b) The profiling forward (gpu_model_runner.py profile_run): activations from PyTorch's ordinary
-  // allocator, not the sleep-mode pools, a few kernels, then freed.
+  // (b) memory_profiling's "before profile" snapshot (gpu_worker.py determine_available_memory), then the
+  // profiling forward (gpu_model_runner.py profile_run): activations from PyTorch's ordinary allocator, not
+  // the sleep-mode pools, a few kernels, then freed.
+  free_bytes();
   void* act[2] = {};
   for (void*& p : act) {
     require(cudaMalloc(&p, kActivationBytes) == cudaSuccess, "profiling activations");

@@ -160,7 +160,8 @@ TEST(ProcRouting, RoutedLookupsCountsEachAnsweredLookup) {
 // The table says what each hook does about deferred KV, and the roles follow the deferral's rules
 // (docs/kv-deferral.md §3): a driver function that reaches memory by address is an `access` hook (it
 // commits the KV it reaches first); only cuMemAlloc places KV tensors; the commit trigger's events
-// are `point` hooks. A hook added to the table without its role fails here.
+// are `point` hooks; cuMemAlloc and cuMemCreate may place KV; the VMM calls taking a handle translate
+// kvremap's virtual handles. A hook added to the table without its role fails here.
 TEST(ProcRouting, EveryHookHasTheKvRoleOfItsFamily) {
   using kvremap::interpose::KvRole;
   const auto starts = [](std::string_view name, std::initializer_list<std::string_view> prefixes) {
@@ -180,10 +181,17 @@ TEST(ProcRouting, EveryHookHasTheKvRoleOfItsFamily) {
                                                     "cuLibraryLoadData"});
     EXPECT_EQ(trigger_event, r.kv == KvRole::point);
     if (r.kv == KvRole::place) placing.insert(std::string(r.base_name));
+    // The calls that take a VMM handle or change a mapping translate kvremap's virtual handles (kv_vmm.h).
+    const bool takes_handle =
+        starts(r.base_name, {"cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+                             "cuMemGetAllocationPropertiesFromHandle", "cuMemExportToShareableHandle",
+                             "cuMulticastBindMem"});
+    EXPECT_EQ(takes_handle, r.kv == KvRole::handle);
     if (r.base_name.starts_with("cuMemAlloc") && r.base_name != "cuMemAlloc") {
       EXPECT_EQ(r.kv, KvRole::none);
     }
   }
-  EXPECT_EQ(placing, std::set<std::string>{"cuMemAlloc"}) << "pitched, stream-ordered and pool allocations are not KV";
+  EXPECT_EQ(placing, (std::set<std::string>{"cuMemAlloc", "cuMemCreate"}))
+      << "pitched, stream-ordered and pool allocations are not KV";
   EXPECT_EQ(routes_named("cuMemFree")[0]->kv, KvRole::free);
 }
