@@ -66,6 +66,10 @@ CUresult KvArena::grant_access(const Region& region, CUdeviceptr va, std::uint64
   // An adopted region gets back every grant its engine made (peers included), whatever backs it now.
   if (region.adopted && !region.access.empty())
     return driver_.set_access(va, bytes, region.access.data(), region.access.size());
+  return grant_own_device(va, bytes);
+}
+
+CUresult KvArena::grant_own_device(CUdeviceptr va, std::uint64_t bytes) {
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = config_.device;
@@ -245,10 +249,14 @@ CUresult KvArena::commit(CUdeviceptr base, std::uint64_t device_bytes, std::uint
     release_handles(fresh);
     return r;
   }
-  CUresult r = map_chunks(region, base, fresh);
-  // The engine asked for zeros (torch.zeros) and the scratch holds start-up garbage.
+  CUresult r = map_chunks(region, base, fresh);  // undoes itself on failure
   if (r == CUDA_SUCCESS) {
-    r = driver_.memset_d8(base, 0, region.bytes);
+    // The engine asked for zeros (torch.zeros) and the scratch holds start-up garbage. The fill needs
+    // kvremap's device to write, whatever the engine granted; an adopted region's grants come back after it.
+    const bool regrant = region.adopted && !region.access.empty();
+    if (regrant) r = grant_own_device(base, region.bytes);
+    if (r == CUDA_SUCCESS) r = driver_.memset_d8(base, 0, region.bytes);
+    if (r == CUDA_SUCCESS && regrant) r = grant_access(region, base, region.bytes);
     if (r != CUDA_SUCCESS) driver_.unmap(base, region.bytes);
   }
   if (r != CUDA_SUCCESS) {

@@ -130,6 +130,7 @@ class KvArena {
   // `region`: the region the handle is for (its properties where adopted); nullptr for the scratch.
   CUresult create_handle(const Region* region, bool host, std::uint64_t bytes, CUmemGenericAllocationHandle* handle);
   CUresult grant_access(const Region& region, CUdeviceptr va, std::uint64_t bytes);
+  CUresult grant_own_device(CUdeviceptr va, std::uint64_t bytes);  // read-write for the arena's device
   // Maps `handles` one chunk each from `va`, grants access; on failure unmaps what it mapped.
   CUresult map_chunks(const Region& region, CUdeviceptr va, const std::vector<Chunk>& chunks);
   // Maps the scratch repeatedly over [va, va+bytes) and grants access; undoes itself on failure.

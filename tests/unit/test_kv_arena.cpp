@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "policy/commit_plan.h"
 #include "simcuda_fixture.h"
 
@@ -359,4 +361,118 @@ TEST_F(ArenaTest, AFailureAtAnyDriverCallOfDeferOrCommitIsRolledBack) {
       }
     }
   }
+}
+
+namespace {
+
+// An engine's own VMM allocation: `bytes` reserved and mapped at a range of its own, with the engine's
+// properties (POSIX fd export, GPUDirect RDMA), read-only for device 0 as the engine granted it.
+struct EngineMapping {
+  CUdeviceptr va = 0;
+  std::uint64_t bytes = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  CUmemAllocationProp prop{};
+  CUmemAccessDesc grant{};
+};
+
+EngineMapping map_like_an_engine(std::uint64_t bytes) {
+  EngineMapping m;
+  m.bytes = bytes;
+  m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  m.prop.location.id = 0;
+  m.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  m.prop.allocFlags.gpuDirectRDMACapable = 1;
+  m.grant.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  m.grant.location.id = 0;
+  m.grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  EXPECT_EQ(CUDA_SUCCESS, cuMemAddressReserve(&m.va, bytes, 0, 0, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemCreate(&m.handle, bytes, &m.prop, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemMap(m.va, bytes, 0, m.handle, 0));
+  EXPECT_EQ(CUDA_SUCCESS, cuMemSetAccess(m.va, bytes, &m.grant, 1));
+  return m;
+}
+
+unsigned long long access_of_device0(CUdeviceptr va) {
+  CUmemLocation device{};
+  device.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  device.id = 0;
+  unsigned long long flags = 0;
+  EXPECT_EQ(CUDA_SUCCESS, cuMemGetAccess(&flags, &device, va));
+  return flags;
+}
+
+}  // namespace
+
+TEST_F(ArenaTest, AnAdoptedRegionIsDeferredAndCommittedWithTheEnginesPropertiesAndGrants) {
+  auto arena = Make();
+  const EngineMapping m = map_like_an_engine(12 * kMiB);
+  ASSERT_CU(arena->adopt(m.va, m.bytes, m.handle, m.prop));
+  arena->record_access(m.va, &m.grant, 1);
+  EXPECT_TRUE(arena->adopted(m.va));
+  EXPECT_FALSE(arena->contains(m.va)) << "the engine's range, not the arena's";
+  EXPECT_TRUE(arena->holds(m.va + m.bytes - 1));
+  EXPECT_EQ(arena->sole_handle(m.va), m.handle);
+  ASSERT_CU(arena->defer(m.va));
+  EXPECT_EQ(arena->backing(m.va), Backing::scratch);
+  EXPECT_EQ(arena->sole_handle(m.va), 0u);
+  EXPECT_EQ(Used(), kScratch + 2 * kMiB) << "the engine's handle went with the deferral";
+  EXPECT_EQ(access_of_device0(m.va), CU_MEM_ACCESS_FLAGS_PROT_READ) << "the engine's grant, on the scratch too";
+  ASSERT_CU(arena->commit(m.va, m.bytes));
+  EXPECT_EQ(arena->handles(m.va), 1u) << "one handle, as the engine made it, whatever the chunk size";
+  const CUmemGenericAllocationHandle committed = arena->sole_handle(m.va);
+  ASSERT_NE(committed, 0u);
+  CUmemAllocationProp got{};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&got, committed));
+  EXPECT_EQ(got.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  EXPECT_EQ(got.allocFlags.gpuDirectRDMACapable, 1);
+  EXPECT_EQ(access_of_device0(m.va), CU_MEM_ACCESS_FLAGS_PROT_READ) << "and on the committed memory";
+  int fd = -1;
+  EXPECT_EQ(CUDA_SUCCESS, cuMemExportToShareableHandle(&fd, committed, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
+      << "exportable, as the engine asked";
+  close(fd);
+  CUmemGenericAllocationHandle kept = 0;
+  ASSERT_CU(arena->unadopt(m.va, &kept));
+  EXPECT_EQ(kept, committed) << "the committed handle goes back to the engine's handle";
+  EXPECT_FALSE(arena->holds(m.va));
+  EXPECT_CU(cuMemRelease(kept));
+  EXPECT_CU(cuMemAddressFree(m.va, m.bytes));
+}
+
+TEST_F(ArenaTest, UnadoptingOnScratchOrWithAHostTailKeepsNoHandle) {
+  auto arena = Make();
+  const EngineMapping a = map_like_an_engine(8 * kMiB);
+  const EngineMapping b = map_like_an_engine(8 * kMiB);
+  ASSERT_CU(arena->adopt(a.va, a.bytes, a.handle, a.prop));
+  ASSERT_CU(arena->adopt(b.va, b.bytes, b.handle, b.prop));
+  ASSERT_CU(arena->defer(a.va));
+  ASSERT_CU(arena->defer(b.va));
+  CUmemGenericAllocationHandle kept = 1;
+  ASSERT_CU(arena->unadopt(a.va, &kept));
+  EXPECT_EQ(kept, 0u) << "on scratch: no memory of its own";
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemUnmap(a.va, a.bytes)) << "nothing is left mapped there";
+  ASSERT_CU(arena->commit(b.va, 4 * kMiB));
+  EXPECT_EQ(arena->host_bytes(b.va), 4 * kMiB) << "a device part and a host tail";
+  EXPECT_EQ(arena->sole_handle(b.va), 0u) << "two handles: none stands for the region";
+  ASSERT_CU(arena->unadopt(b.va, &kept));
+  EXPECT_EQ(kept, 0u);
+  EXPECT_TRUE(arena->release_scratch());
+  EXPECT_EQ(Used(), 0u) << "every handle released";
+  EXPECT_CU(cuMemAddressFree(a.va, a.bytes));
+  EXPECT_CU(cuMemAddressFree(b.va, b.bytes));
+}
+
+TEST_F(ArenaTest, AdoptedRegionsNeitherOverlapNorTakeTheArenasAddresses) {
+  auto arena = Make(32 * kMiB);
+  const EngineMapping m = map_like_an_engine(8 * kMiB);
+  ASSERT_CU(arena->adopt(m.va, m.bytes, m.handle, m.prop));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, arena->adopt(m.va + 2 * kMiB, 2 * kMiB, m.handle, m.prop)) << "overlaps";
+  CUdeviceptr a = 0;
+  ASSERT_CU(arena->allocate(32 * kMiB, &a)) << "the whole reserved range is still free";
+  EXPECT_EQ(a, arena->base());
+  ASSERT_CU(arena->release(a));
+  CUmemGenericAllocationHandle kept = 0;
+  ASSERT_CU(arena->unadopt(m.va, &kept));
+  EXPECT_CU(cuMemRelease(kept));
+  EXPECT_CU(cuMemAddressFree(m.va, m.bytes));
 }
