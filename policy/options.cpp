@@ -108,7 +108,7 @@ constexpr std::array<OptionSpec, 20> kOptions{{
      OptionType::size,
      "0",
      {},
-     "Virtual address space reserved for the KV arena; `0` means twice the device's memory.",
+     "Virtual address space reserved for the KV arena; `0` means twice the device's memory, or the device's free memory where that does not fit the process's address space.",
      assign_plain<&Options::arena_bytes>,
      read_plain<&Options::arena_bytes>, WhenInvalid::deferral},
     {"KVREMAP_KV_MIN_BYTES",

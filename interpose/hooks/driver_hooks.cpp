@@ -13,6 +13,7 @@
 #include "interpose/hooks/hook_support.h"
 #include "interpose/hooks/proc_routing.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/kv/kv_observe_only.h"
 #include "interpose/kv/kv_vmm.h"
 #include "interpose/driver/real.h"
 #include "interpose/trace/trace_writer.h"
@@ -201,14 +202,18 @@ KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUme
                                unsigned long long flags) {
   if (kv_is_virtual(handle)) return kv_vmm_map(ptr, size, offset, handle, flags);
   KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
-  return real(ptr, size, offset, handle, flags);
+  const CUresult r = real(ptr, size, offset, handle, flags);
+  if (r == CUDA_SUCCESS) kv_note_engine_map(ptr, size, handle);
+  return r;
 }
 
 KVREMAP_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   CUresult kv_result = CUDA_SUCCESS;
   if (kv_vmm_unmap(ptr, size, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemUnmap, ptr, size);
-  return real(ptr, size);
+  const CUresult r = real(ptr, size);
+  if (r == CUDA_SUCCESS) kv_note_engine_unmap(ptr, size);
+  return r;
 }
 
 KVREMAP_HOOK CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
@@ -287,13 +292,19 @@ KVREMAP_HOOK CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t 
                                           unsigned long long flags) {
   KVREMAP_ENTER(cuMemAddressReserve, ptr, size, alignment, addr, flags);
   const CUresult r = real(ptr, size, alignment, addr, flags);
-  if (r == CUDA_SUCCESS && ptr) kv_vmm_reserved(*ptr, size);
+  if (r == CUDA_SUCCESS && ptr) {
+    kv_vmm_reserved(*ptr, size);
+    kv_note_engine_reserve(*ptr, size, tracked_device_now());
+  }
   return r;
 }
 KVREMAP_HOOK CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   KVREMAP_ENTER(cuMemAddressFree, ptr, size);
   const CUresult r = real(ptr, size);
-  if (r == CUDA_SUCCESS) kv_vmm_reservation_freed(ptr);
+  if (r == CUDA_SUCCESS) {
+    kv_vmm_reservation_freed(ptr);
+    kv_note_engine_address_free(ptr);
+  }
   return r;
 }
 

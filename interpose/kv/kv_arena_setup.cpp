@@ -67,7 +67,25 @@ bool make_arena(DeviceKv& d) {
     return false;
   }
   CUresult error = CUDA_ERROR_INVALID_VALUE;
+  const std::uint64_t requested = c.reserve_bytes;
   d.arena = KvArena::create(drv, c, &error);
+  // The default size (twice the device's memory) may not fit beside the engine's own reservations (PyTorch's
+  // expandable segments reserve 1.125 × the device's memory per stream and pool): then only what a KV cache
+  // placed from now on can need, the device's free memory, so the address space left stays the engine's.
+  std::size_t free_bytes = 0, total = 0;
+  if (!d.arena && error == CUDA_ERROR_OUT_OF_MEMORY && o.arena_bytes == 0 && real_memory_info(&free_bytes, &total) &&
+      free_bytes > 0 && free_bytes < requested) {
+    const CUresult first_error = error;
+    c.reserve_bytes = (free_bytes + granule - 1) / granule * granule;
+    d.arena = KvArena::create(drv, c, &error);
+    if (d.arena)
+      log().warn(
+          "device {}: reserving {} of address space for the KV arena (twice the device's memory) failed with driver "
+          "error {} ({}); the arena reserves {} instead, the device's free memory: what a KV cache placed from now on "
+          "can need (set KVREMAP_ARENA_BYTES to choose the size)",
+          d.device, policy::format_bytes(requested), static_cast<int>(first_error), real_error_name(first_error),
+          policy::format_bytes(d.arena->reserved_bytes()));
+  }
   if (!d.arena) {
     refuse_arena(d,
                  fmt::format("kvremap: device {}: reserving {} of address space for the KV arena failed with "
@@ -87,7 +105,8 @@ bool make_arena(DeviceKv& d) {
                                      .one_handle = c.one_handle,
                                      .granularity = granule,
                                      .posix_fd_handles = c.posix_fd_handles,
-                                     .rdma_capable = c.rdma_capable});
+                                     .rdma_capable = c.rdma_capable,
+                                     .requested_bytes = requested});
   });
   return true;
 }

@@ -27,6 +27,7 @@
 #include "interpose/base/library.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_arena.h"
+#include "interpose/kv/kv_observe_only.h"
 #include "interpose/kv/kv_stand_aside.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/kv/kv_tags.h"
@@ -105,6 +106,7 @@ bool keeps_kv_for_connector(const KvState& k) {
 
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
+  if (std::string observe_only = kv_observe_only_reason(); !observe_only.empty()) return observe_only;
   if (const std::string other = kv_stood_aside_for(); !other.empty())
     return fmt::format(
         "kvremap stood aside for {}, an interposer of the allocation function loaded after it (see the warning above)",
@@ -153,7 +155,7 @@ void warn_if_nothing_deferred(KvState& k) {
   // program (defer is the default mode) gets it at info level, as does a process kvremap stood aside in
   // (its warning said why already).
   const bool expected =
-      kv_stood_aside_for().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+      kv_stood_aside_for().empty() && kv_observe_only_reason().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
                                        std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
                                          return d && (d->arena || d->arena_failed || d->placements_refused > 0);
                                        }));

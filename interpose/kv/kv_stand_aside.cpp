@@ -9,6 +9,7 @@
 
 #include "interpose/base/library.h"
 #include "interpose/driver/real.h"
+#include "interpose/kv/kv_observe_only.h"
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
 #include "policy/stacked.h"
@@ -68,6 +69,8 @@ int decide(Api& a) {
 }  // namespace
 
 bool kv_stands_aside(const char* api) {
+  // An engine that maps its own KV cache: nothing of the process goes in the arena (said once there).
+  if (kv_observe_only()) return true;
   Api* a = api_named(api);
   if (a == nullptr) return false;
   int d = a->decision.load(std::memory_order_acquire);

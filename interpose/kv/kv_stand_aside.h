@@ -9,7 +9,8 @@ namespace kvremap::interpose {
 // to is defined by a library other than the CUDA runtime or driver — another interposer loaded after
 // kvremap, such as torch_memory_saver, that must see the KV allocation itself (it maps and later
 // releases that memory). Decided once per API, at the first KV candidate; the deciding call warns
-// once and records `kv stands aside`. Those allocations then stay ordinary, traced allocations.
+// once and records `kv stands aside`. Those allocations then stay ordinary, traced allocations. Also true
+// for every API while KV deferral is observe-only (kv_observe_only.h: the engine maps its KV cache itself).
 bool kv_stands_aside(const char* api);
 
 // The library kvremap stood aside for (the first API's, as decided so far), or "" when none.

@@ -12,6 +12,7 @@
 
 #include "interpose/base/process_cmdline.h"
 #include "interpose/kv/kv_manager.h"
+#include "interpose/kv/kv_observe_only.h"
 #include "interpose/process/exit_handlers.h"
 #include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
@@ -76,6 +77,7 @@ __attribute__((constructor)) void load() {
     // Settings that give up what deferral gains: said once, at load, so nobody expects the gain.
     for (const std::string& notice : policy::gain_notices(*g_options)) log().warn("{}", notice);
     install_fork_handlers();
+    kv_observe_only_at_load();
   } catch (...) {
     std::fprintf(stderr, "kvremap: initialisation failed; passing every call through\n");
   }

@@ -86,6 +86,7 @@ void kv_arena_reserved(const KvArenaReservedEvent& a) {
       .number("device", a.device)
       .pointer("base", a.base)
       .number("reserved_bytes", a.reserved_bytes)
+      .number("requested_bytes", a.requested_bytes)
       .number("chunk_bytes", a.chunk_bytes)
       .boolean("one_handle", a.one_handle)
       .number("granularity", a.granularity)
@@ -110,6 +111,8 @@ void kv_deferred(const KvDeferredEvent& d) {
 void kv_stands_aside(std::string_view api, std::string_view library) {
   KvLine("kv stands aside").text("api", api).text("library", library).write();
 }
+
+void kv_observe_only(std::string_view why) { KvLine("kv observe only").text("reason", why).write(); }
 
 void kv_nothing_deferred(std::string_view reason) { KvLine("kv nothing deferred").text("reason", reason).write(); }
 

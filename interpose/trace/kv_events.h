@@ -38,6 +38,7 @@ struct KvArenaReservedEvent {
   std::uint64_t granularity = 0;
   bool posix_fd_handles = false;
   bool rdma_capable = false;
+  std::uint64_t requested_bytes = 0;  // the first size tried: reserved_bytes is less when that did not fit
 };
 void kv_arena_reserved(const KvArenaReservedEvent& event);
 
@@ -57,6 +58,9 @@ void kv_deferred(const KvDeferredEvent& event);
 // Another interposer (`library`, its path) defines the function kvremap's `api` hook forwards to:
 // kvremap places none of that API's allocations in its arena.
 void kv_stands_aside(std::string_view api, std::string_view library);
+
+// KV deferral is observe-only in this process: the engine maps its KV cache itself (`why`).
+void kv_observe_only(std::string_view why);
 
 // Defer mode reached serving (or exit) with nothing deferred on any device.
 void kv_nothing_deferred(std::string_view reason);
