@@ -1,8 +1,12 @@
 // Decides, once per allocation API, whether another interposer sits between kvremap and CUDA, and says so.
 #include "interpose/kv/kv_stand_aside.h"
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <climits>
+#include <map>
+#include <string>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -76,6 +80,31 @@ bool kv_stands_aside(const char* api) {
   int d = a->decision.load(std::memory_order_acquire);
   if (d == kUndecided) d = decide(*a);
   return d == kStandsAside;
+}
+
+bool kv_made_by_interposer(void* return_address) {
+  const std::string path = defining_object(return_address);
+  if (path.empty() || policy::is_cuda_library(path)) return false;
+  static constinit std::mutex lock;
+  static std::map<std::string, bool>* known = new std::map<std::string, bool>;  // never destroyed: hooks run at exit
+  std::lock_guard<std::mutex> g(lock);
+  if (auto it = known->find(path); it != known->end()) return it->second;
+  // The object's own definition, not one of its dependencies' (a library linked against libcudart finds
+  // the runtime's): dlsym on its handle searches both, dladdr says which it was.
+  bool defines = false;
+  if (void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    const DlsymFn lookup = libc_dlsym();
+    void* fn = lookup ? lookup(handle, "cudaMalloc") : nullptr;
+    defines = fn != nullptr && path == defining_object(fn);
+    dlclose(handle);
+  }
+  (*known)[path] = defines;
+  if (defines)
+    log().info(
+        "{} defines cudaMalloc itself (an interposer, such as torch_memory_saver): the VMM memory it maps is its "
+        "own to pause and resume, and kvremap leaves it alone",
+        path);
+  return defines;
 }
 
 std::string kv_stood_aside_for() {

@@ -13,6 +13,12 @@ namespace kvremap::interpose {
 // for every API while KV deferral is observe-only (kv_observe_only.h: the engine maps its KV cache itself).
 bool kv_stands_aside(const char* api);
 
+// Whether the code at `return_address` (a VMM call's caller) belongs to a library that itself defines
+// `cudaMalloc` other than the CUDA runtime: an interposer, such as torch_memory_saver ahead of kvremap in
+// LD_PRELOAD, whose VMM memory is its own to pause and resume. kvremap then leaves that memory alone (no
+// virtual handle), and says so once per library.
+bool kv_made_by_interposer(void* return_address);
+
 // The library kvremap stood aside for (the first API's, as decided so far), or "" when none.
 std::string kv_stood_aside_for();
 

@@ -111,6 +111,9 @@ bool vmm_create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   // Another interposer behind kvremap owns what it creates (it may release it later), and where kvremap
   // stands aside for an allocation API, that interposer's own VMM calls (its resume's, say) stay its own too.
   if (kv_stands_aside("cuMemCreate") || !kv_stood_aside_for().empty()) return false;
+  // An interposer ahead of kvremap (torch_memory_saver first in LD_PRELOAD) maps its regions itself and
+  // frees them at its pause: its memory stays its own.
+  if (kv_made_by_interposer(return_address)) return false;
   const VmmFunctions driver = real_vmm_functions();
   if (!driver.complete()) return false;
   const policy::KvTag tag = current_tag();
