@@ -8,13 +8,19 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "interpose/base/process_object.h"
 
 namespace kvremap::interpose {
 namespace {
 
-using Cache = tbb::concurrent_hash_map<std::uintptr_t, std::string>;
+// Nodes from malloc, not TBB's scalable allocator: LeakSanitizer scans malloc'd memory only, so names held
+// in tbbmalloc's pages (any longer than a string's inline buffer) would read as leaks in sanitized builds.
+using Cache = tbb::concurrent_hash_map<std::uintptr_t, std::string, tbb::tbb_hash_compare<std::uintptr_t>,
+                                       std::allocator<std::pair<const std::uintptr_t, std::string>>>;
 constinit ProcessObject<Cache> g_cache;
 Cache& cache() { return g_cache.get(); }
 
