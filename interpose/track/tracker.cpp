@@ -196,12 +196,30 @@ void note_capture_allocation(std::uint64_t bytes) {
   if (target) target->allocated += bytes;
 }
 
+// The `free` event of an allocation released by `api` (its bytes, device and category in `live`), on the
+// calling thread's track.
+void write_free_record(std::uint64_t key, const Live& live, std::uint8_t category, const char* api,
+                       std::uint64_t now) {
+  if (!trace().is_open()) return;
+  if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
+    trace().hot(now, key, api, HotRecord::pack(live.bytes, live.device, kHotFree, category, 0));
+  } else {
+    trace_events::hot_line(HotRecord{now, key, api, HotRecord::pack(0, live.device, kHotFree, category, 0)}, nullptr,
+                           &live.bytes);
+  }
+}
+
 // Records an object (allocation, exec, module) that holds device memory in `map`.
 [[gnu::always_inline]] inline void record(State& st, LiveMap& map, std::uint64_t key, int device, Category c,
                                           std::uint64_t bytes, std::uint64_t now_ticks = 0) {
-  // The driver may reuse a key we still hold (a free we did not see): the old record is retired.
-  if (std::optional<Live> previous = map.put(key, Live{bytes, device, c}))
+  // The driver may reuse a key we still hold (its free was not seen: made while tracking was off, as
+  // other threads' frees are once the exit has begun): the old record is retired, with a free event of
+  // its own, so the events account for every free the counters do.
+  if (std::optional<Live> previous = map.put(key, Live{bytes, device, c})) {
     account_free(st, previous->device, previous->category, previous->bytes);
+    write_free_record(key, *previous, static_cast<std::uint8_t>(previous->category), kUnseenFreeApi,
+                      now_ticks ? now_ticks : ticks());
+  }
   account_alloc(st, device, c, bytes, now_ticks);
 }
 
@@ -383,15 +401,7 @@ KVREMAP_HOT_PATH void end_free(const FreeTicket& ticket, bool ok, const char* ap
       return;
     }
     const std::uint64_t now = ticks();
-    if (KVREMAP_LIKELY(trace().is_open())) {
-      if (KVREMAP_LIKELY(live.bytes <= HotRecord::kMaxBytes)) {
-        trace().hot(now, ticket.key, api, HotRecord::pack(live.bytes, live.device, kHotFree, ticket.category, 0));
-      } else {
-        trace_events::hot_line(
-            HotRecord{now, ticket.key, api, HotRecord::pack(0, live.device, kHotFree, ticket.category, 0)}, nullptr,
-            &live.bytes);
-      }
-    }
+    write_free_record(ticket.key, live, ticket.category, api, now);
     emit_counter(st, live.device, false, now);  // frees never move the phase: no tracker call on this hot path
   });
 }

@@ -17,6 +17,10 @@ namespace kvremap::interpose {
 // How an allocation was made; the category follows from this and from capture state.
 enum class AllocKind { kPlain, kStreamOrdered, kVmmHandle, kKvArena };
 
+// The `api` of the free event written for an allocation whose key the driver handed out again before
+// kvremap saw its free (a free made while tracking was off: other threads' frees once the exit began).
+inline constexpr const char* kUnseenFreeApi = "unseen free";
+
 // Every on_* function is called by a hook after the real call succeeded, never throws, and does
 // nothing once tracking is off. `api` is the name of the function the program called.
 // `device`: the caller's device when the hook knows it cheaply (the runtime's cudaGetDevice), or -1
