@@ -2,11 +2,12 @@
 #include "policy/commit_plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <numeric>
 
+#include "policy/sglang_model.h"
 #include "policy/units.h"
+#include "policy/vllm_model.h"
 
 namespace kvremap::policy {
 namespace {
@@ -21,65 +22,25 @@ std::string gib(std::uint64_t bytes) {
   return buf;
 }
 
-std::string two_decimals(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", value);
-  return buf;
-}
-
-// A share lowered by `shrink` bytes of `total`, rounded down to two decimals: the suggestion must
-// fit, not just nearly. The small epsilon keeps 0.95 - 0.05 at 0.90 despite binary fractions.
-double lowered_share(double share, std::uint64_t shrink, std::uint64_t total) {
-  const double fit = share - static_cast<double>(shrink) / static_cast<double>(total);
-  return fit > 0 ? std::floor(fit * 100.0 + 1e-9) / 100.0 : 0.0;
-}
-
-// How far a share must drop when its current value is unknown, rounded up to two decimals.
-double share_drop(std::uint64_t shrink, std::uint64_t total) {
-  return std::ceil(static_cast<double>(shrink) / static_cast<double>(total) * 100.0 - 1e-9) / 100.0;
-}
-
-// Under kvremap only the utilisation is named: with --kv-cache-memory vLLM takes no memory query after its
-// weights (gpu_worker.py:489-510, profile_run and no snapshot), so no KV window opens and kvremap defers
-// nothing; that flag sizes a start without kvremap.
-std::string vllm_flags(const CommitInputs& in, std::uint64_t shrink, std::uint64_t kv_fit, bool under_kvremap) {
-  const std::string kv_flag = "--kv-cache-memory " + std::to_string(kv_fit);
-  if (under_kvremap && in.kv_cache_memory)
-    return "--gpu-memory-utilization in place of --kv-cache-memory (with it vLLM takes no memory query after its "
-           "weights, and kvremap defers nothing)";
-  // With --kv-cache-memory given, the utilisation does not size the KV cache.
-  if (in.kv_cache_memory || in.device_total_bytes == 0)
-    return under_kvremap ? "--gpu-memory-utilization lower" : kv_flag;
-  const std::string alternative = under_kvremap ? "" : " or " + kv_flag;
-  if (in.gpu_memory_utilization)
-    return "--gpu-memory-utilization " +
-           two_decimals(lowered_share(*in.gpu_memory_utilization, shrink, in.device_total_bytes)) + alternative;
-  return "--gpu-memory-utilization " +
-         two_decimals(lowered_share(kVllmDefaultUtilization, shrink, in.device_total_bytes)) + " (from the default " +
-         two_decimals(kVllmDefaultUtilization) + ")" + alternative;
-}
-
-std::string sglang_flags(const CommitInputs& in, std::uint64_t shrink) {
-  if (in.device_total_bytes == 0) return "--mem-fraction-static lower";
-  if (in.mem_fraction_static)
-    return "--mem-fraction-static " +
-           two_decimals(lowered_share(*in.mem_fraction_static, shrink, in.device_total_bytes));
-  return "--mem-fraction-static " + two_decimals(share_drop(shrink, in.device_total_bytes)) + " lower";
-}
-
-// The flags that shrink the engine's KV cache by `shrink` bytes, for a start under kvremap or without it.
+// The flags that shrink the engine's KV cache by `shrink` bytes, for a start under kvremap or without it;
+// for an engine kvremap does not know, both engines' flags.
 std::string flags_for(const CommitInputs& in, std::uint64_t kv_bytes, std::uint64_t shrink, bool under_kvremap) {
-  const std::uint64_t kv_fit = kv_bytes > shrink ? kv_bytes - shrink : 0;
+  const KvShrink target{.shrink_bytes = shrink,
+                        .kv_fit_bytes = kv_bytes > shrink ? kv_bytes - shrink : 0,
+                        .device_total_bytes = in.device_total_bytes,
+                        .under_kvremap = under_kvremap};
+  const std::string vllm = vllm_shrink_flags(target, in.gpu_memory_utilization, in.kv_cache_memory.has_value());
+  const std::string sglang = sglang_shrink_flags(target, in.mem_fraction_static);
   switch (in.engine) {
     case EngineKind::vllm:
-      return vllm_flags(in, shrink, kv_fit, under_kvremap);
+      return vllm;
     case EngineKind::sglang:
-      return sglang_flags(in, shrink);
+      return sglang;
     case EngineKind::other:
       break;
   }
-  return "a KV cache of " + std::to_string(kv_fit) + " bytes (" + gib(kv_fit) + ") fits: vLLM " +
-         vllm_flags(in, shrink, kv_fit, under_kvremap) + "; SGLang " + sglang_flags(in, shrink);
+  return "a KV cache of " + std::to_string(target.kv_fit_bytes) + " bytes (" + gib(target.kv_fit_bytes) +
+         ") fits: vLLM " + vllm + "; SGLang " + sglang;
 }
 
 std::uint64_t positive(std::int64_t value) { return value > 0 ? static_cast<std::uint64_t>(value) : 0; }
@@ -185,19 +146,6 @@ CommitPlan plan_commit(const CommitInputs& in) {
                  gib(in.headroom_bytes) + " headroom of " + gib(in.device_free_bytes) + " free" +
                  (in.deficit_mode == DeficitMode::host ? "; no host memory tier on this device" : "") + "); " + hint;
   return plan;
-}
-
-std::optional<double> gpu_memory_utilization_from(std::string_view cmdline) {
-  static constexpr std::string_view kFlag = "--gpu-memory-utilization";
-  std::size_t at = cmdline.find(kFlag);
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view rest = cmdline.substr(at + kFlag.size());
-  if (rest.empty() || (rest.front() != '=' && rest.front() != ' ')) return std::nullopt;
-  rest.remove_prefix(1);
-  const std::size_t end = rest.find(' ');
-  auto value = parse_fraction(rest.substr(0, end));
-  if (!value || *value <= 0) return std::nullopt;
-  return value;
 }
 
 }  // namespace kvremap::policy

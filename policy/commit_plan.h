@@ -88,7 +88,4 @@ FreeWhileDeferred free_while_deferred(std::uint64_t driver_free, std::uint64_t d
 // has to shrink.
 std::string next_start_hint(const CommitInputs& in, std::int64_t margin_bytes);
 
-// "--gpu-memory-utilization 0.95" / "--gpu-memory-utilization=0.95" in a command line.
-std::optional<double> gpu_memory_utilization_from(std::string_view cmdline);
-
 }  // namespace kvremap::policy

@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "policy/command_line.h"
 #include "policy/engine_root.h"
 #include "policy/printable.h"
 #include "policy/units.h"
@@ -195,12 +196,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
-}
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // The largest binary unit that divides the size exactly, so the text parses back to the same bytes.

@@ -10,7 +10,9 @@
 #include "policy/json_depth.h"
 #include "policy/phases.h"
 #include "policy/redact.h"
+#include "policy/sglang_model.h"
 #include "policy/units.h"
+#include "policy/vllm_model.h"
 
 namespace kvremap::policy {
 namespace {
@@ -18,104 +20,9 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// How an ignored flag takes its value, as the engine's argparse declares it.
-enum class Takes : std::uint8_t {
-  one_value,  // `--port 8000`
-  values,     // nargs="+": `--api-key k1 k2`
-  nothing,    // store_true / BooleanOptionalAction: `--disable-log-stats`, `--no-disable-log-stats`
-};
-
-struct IgnoredFlag {
-  std::string_view name;
-  Takes takes;
-};
-
-// vLLM: vllm/entrypoints/openai/cli_args.py (FrontendArgs) and vllm/engine/arg_utils.py (EngineArgs,
-// AsyncEngineArgs). Lists come from `list[str]` fields (nargs="+"), booleans from BooleanOptionalAction.
-// `--kv-cache-memory` is the spelling engine.h also accepts (argparse's prefix of `--kv-cache-memory-bytes`).
-constexpr std::array kVllmIgnored{
-    IgnoredFlag{"--host", Takes::one_value},
-    IgnoredFlag{"--port", Takes::one_value},
-    IgnoredFlag{"--uds", Takes::one_value},
-    IgnoredFlag{"--api-key", Takes::values},
-    IgnoredFlag{"--served-model-name", Takes::values},
-    IgnoredFlag{"--uvicorn-log-level", Takes::one_value},
-    IgnoredFlag{"--disable-uvicorn-access-log", Takes::nothing},
-    IgnoredFlag{"--enable-log-requests", Takes::nothing},
-    IgnoredFlag{"--disable-log-requests", Takes::nothing},
-    IgnoredFlag{"--disable-log-stats", Takes::nothing},
-    IgnoredFlag{"--gpu-memory-utilization", Takes::one_value},
-    IgnoredFlag{"--kv-cache-memory", Takes::one_value},
-    IgnoredFlag{"--kv-cache-memory-bytes", Takes::one_value},
-    // Front-end, logging and sampling flags that change no memory (ENGINES-2026.md finding 12).
-    IgnoredFlag{"--chat-template", Takes::one_value},
-    IgnoredFlag{"--tool-call-parser", Takes::one_value},
-    IgnoredFlag{"--reasoning-parser", Takes::one_value},
-    IgnoredFlag{"--ssl-keyfile", Takes::one_value},
-    IgnoredFlag{"--ssl-certfile", Takes::one_value},
-    IgnoredFlag{"--ssl-ca-certs", Takes::one_value},
-    IgnoredFlag{"--ssl-cert-reqs", Takes::one_value},
-    IgnoredFlag{"--allowed-origins", Takes::one_value},
-    IgnoredFlag{"--allowed-methods", Takes::one_value},
-    IgnoredFlag{"--allowed-headers", Takes::one_value},
-    IgnoredFlag{"--root-path", Takes::one_value},
-    IgnoredFlag{"--middleware", Takes::one_value},
-    IgnoredFlag{"--max-log-len", Takes::one_value},
-    IgnoredFlag{"--log-config-file", Takes::one_value},
-    IgnoredFlag{"--enable-log-outputs", Takes::nothing},
-    IgnoredFlag{"--seed", Takes::one_value},
-    IgnoredFlag{"--disable-fastapi-docs", Takes::nothing},
-};
-
-// SGLang: python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
-constexpr std::array kSglangIgnored{
-    IgnoredFlag{"--host", Takes::one_value},
-    IgnoredFlag{"--port", Takes::one_value},
-    IgnoredFlag{"--api-key", Takes::one_value},
-    IgnoredFlag{"--served-model-name", Takes::one_value},
-    IgnoredFlag{"--log-level", Takes::one_value},
-    IgnoredFlag{"--log-level-http", Takes::one_value},
-    IgnoredFlag{"--log-requests", Takes::nothing},
-    IgnoredFlag{"--log-requests-level", Takes::one_value},
-    IgnoredFlag{"--mem-fraction-static", Takes::one_value},
-    // Flags that change no memory; ports and addresses are often random per launch in scripts
-    // (ENGINES-2026.md finding 12).
-    IgnoredFlag{"--nccl-port", Takes::one_value},
-    IgnoredFlag{"--dist-init-addr", Takes::one_value},
-    IgnoredFlag{"--admin-api-key", Takes::one_value},
-    IgnoredFlag{"--chat-template", Takes::one_value},
-    IgnoredFlag{"--watchdog-timeout", Takes::one_value},
-    IgnoredFlag{"--random-seed", Takes::one_value},
-    IgnoredFlag{"--enable-metrics", Takes::nothing},
-    IgnoredFlag{"--crash-dump-folder", Takes::one_value},
-    IgnoredFlag{"--decode-log-interval", Takes::one_value},
-};
-
-template <std::size_t N>
-constexpr std::array<std::string_view, N> names_of(const std::array<IgnoredFlag, N>& flags) {
-  std::array<std::string_view, N> names{};
-  for (std::size_t i = 0; i < N; ++i) names[i] = flags[i].name;
-  return names;
-}
-
-constexpr auto kVllmIgnoredNames = names_of(kVllmIgnored);
-constexpr auto kSglangIgnoredNames = names_of(kSglangIgnored);
-
-std::span<const IgnoredFlag> ignored_flags(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::vllm:
-      return kVllmIgnored;
-    case EngineKind::sglang:
-      return kSglangIgnored;
-    case EngineKind::other:
-      break;
-  }
-  return {};
-}
-
 // The ignored flag `arg` spells (`--f`, `--f=v`, or `--no-f` for a boolean), or nullptr.
-const IgnoredFlag* ignored_flag_named(std::span<const IgnoredFlag> flags, std::string_view arg) {
-  for (const IgnoredFlag& flag : flags) {
+const FlagSpec* ignored_flag_named(std::span<const FlagSpec> flags, std::string_view arg) {
+  for (const FlagSpec& flag : flags) {
     if (arg == flag.name) return &flag;
     if (arg.starts_with(flag.name) && arg.size() > flag.name.size() && arg[flag.name.size()] == '=') return &flag;
     if (flag.takes == Takes::nothing && arg.starts_with("--no-") && arg.substr(5) == flag.name.substr(2)) return &flag;
@@ -344,12 +251,12 @@ ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
 
 }  // namespace
 
-std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind) {
+std::span<const FlagSpec> flags_ignored_by_profiles(EngineKind kind) {
   switch (kind) {
     case EngineKind::vllm:
-      return kVllmIgnoredNames;
+      return vllm_flags_ignored_by_profiles();
     case EngineKind::sglang:
-      return kSglangIgnoredNames;
+      return sglang_flags_ignored_by_profiles();
     case EngineKind::other:
       break;
   }
@@ -366,10 +273,10 @@ std::vector<std::string> normalised_cmdline(std::span<const std::string> full_ar
   const std::size_t slash = program.rfind('/');
   out.emplace_back(slash == std::string_view::npos ? program : program.substr(slash + 1));
 
-  const std::span<const IgnoredFlag> ignored = ignored_flags(profile_engine(argv).kind);
+  const std::span<const FlagSpec> ignored = flags_ignored_by_profiles(profile_engine(argv).kind);
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string_view arg = argv[i];
-    if (const IgnoredFlag* flag = ignored_flag_named(ignored, arg)) {
+    if (const FlagSpec* flag = ignored_flag_named(ignored, arg)) {
       if (arg == flag->name) {
         if (flag->takes == Takes::one_value && i + 1 < argv.size()) ++i;
         if (flag->takes == Takes::values)

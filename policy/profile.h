@@ -27,7 +27,7 @@ struct ProfileKey {
   std::uint32_t rank = 0;  // the rank, or the visible device ordinal where the engine has no rank
   std::int32_t driver_version = 0;
   std::uint32_t schema_version = kProfileSchemaVersion;
-  // "NAME=value" of each of the engine's memory_environment_variables (policy/engine.h) set at the
+  // "NAME=value" of each of the engine's memory_environment_variables (policy/engine.h, from the engine's model) set at the
   // start, in that list's order: another allocator configuration or model runner is another start.
   std::vector<std::string> environment;
   // "LABEL BUILD-ID" of each native module of the engine and PyTorch loaded in the process
@@ -38,9 +38,10 @@ struct ProfileKey {
   std::string config;
 };
 
-// The flags of `kind` dropped from the key: they change where the server listens, what it logs, or the
-// share of memory it asks for — a profile stores absolute needs, so another share reuses it. Empty for `other`.
-std::span<const std::string_view> flags_ignored_by_profiles(EngineKind kind);
+// The flags of `kind` dropped from the key, with how each takes its value: they change where the server
+// listens, what it logs, or the share of memory it asks for — a profile stores absolute needs, so another
+// share reuses it. Empty for `other`.
+std::span<const FlagSpec> flags_ignored_by_profiles(EngineKind kind);
 
 // The command line as the key sees it: secret flags dropped with their values (policy/redact.h, so a key
 // never holds a secret), the executable's basename, the ignored flags of the detected engine dropped

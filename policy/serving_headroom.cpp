@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "policy/sglang_model.h"
+
 namespace kvremap::policy {
 
 Headroom serving_headroom(const HeadroomInputs& in) {
@@ -11,7 +13,7 @@ Headroom serving_headroom(const HeadroomInputs& in) {
   std::uint64_t estimate = 0;
   if (in.engine == EngineKind::sglang) {
     measured = in.sglang_reserve_bytes;
-    h.source = "SGLang's activation reserve";
+    h.source = kSglangReserveSource;
     if (!in.learned_serving_bytes && in.deferral_carried_start_up) estimate = in.sglang_prefill_estimate_bytes;
   } else {
     measured = in.profiled_peak_bytes;
@@ -29,7 +31,7 @@ Headroom serving_headroom(const HeadroomInputs& in) {
   h.bytes = measured;
   if (estimate > measured) {
     h.bytes = estimate;
-    h.source = "SGLang's prefill estimate (1.5 MiB per token of " + in.sglang_prefill_basis + ")";
+    h.source = sglang_prefill_estimate_source(in.sglang_prefill_basis);
   }
   return h;
 }

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "policy/sglang_model.h"
 #include "policy/units.h"
+#include "policy/vllm_model.h"
 
 namespace kvremap::policy {
 namespace {
@@ -22,26 +24,13 @@ std::string signed_bytes(std::int64_t v) {
   return v < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-v)) : format_bytes(static_cast<std::uint64_t>(v));
 }
 
-// SGLang reads the share with two decimals in its docs but takes any float; four keep a shift of a
-// few MiB on an 80 GiB device visible.
-std::string share_text(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", share);
-  return buf;
-}
-
 }  // namespace
 
 std::optional<std::string> sizing_not_applicable(const EngineProfile& engine) {
-  if (engine.kind == EngineKind::vllm && engine.kv_cache_memory)
-    return std::string("the engine's KV cache size is given (--kv-cache-memory), not sized from a memory query");
-  return std::nullopt;
+  return vllm_sizing_not_applicable(engine);
 }
 
-std::optional<double> memory_share(const EngineProfile& engine) {
-  if (engine.kind != EngineKind::vllm || engine.kv_cache_memory) return std::nullopt;
-  return engine.gpu_memory_utilization.value_or(kVllmDefaultUtilization);
-}
+std::optional<double> memory_share(const EngineProfile& engine) { return vllm_memory_share(engine); }
 
 SizingStep next_sizing(const Profile& previous, SizingWhen mode, std::optional<double> share,
                        std::uint64_t device_total) {
@@ -117,15 +106,9 @@ std::string same_start_flags(const EngineProfile& engine, std::int64_t shift_byt
   if (shift_bytes == 0) return "";
   switch (engine.kind) {
     case EngineKind::vllm:
-      return "--kv-cache-memory " + std::to_string(kv_bytes);
-    case EngineKind::sglang: {
-      if (device_total == 0) return "";
-      const double share = engine.mem_fraction_static.value_or(0.0);
-      if (!engine.mem_fraction_static) return "";
-      const double moved = share - static_cast<double>(shift_bytes) / static_cast<double>(device_total);
-      const double rounded = std::floor(moved * 10000.0 + 1e-9) / 10000.0;
-      return rounded > 0 ? "--mem-fraction-static " + share_text(rounded) : "";
-    }
+      return vllm_same_start_flags(kv_bytes);
+    case EngineKind::sglang:
+      return sglang_same_start_flags(engine, shift_bytes, device_total);
     case EngineKind::other:
       break;
   }

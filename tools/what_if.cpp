@@ -9,7 +9,8 @@
 #include <stdexcept>
 
 #include "policy/engine.h"
-#include "policy/sizing.h"
+#include "policy/sglang_model.h"
+#include "policy/vllm_model.h"
 #include "tools/report.h"
 #include "tools/text.h"
 
@@ -26,32 +27,33 @@ bool after_kv_burst(const std::string& phase) {
   return phase == "post_kv_warmup" || phase == "capture" || phase == "serving";
 }
 
-const char* flag_name(ShareFlag flag) {
-  return flag == ShareFlag::gpu_memory_utilization ? "--gpu-memory-utilization" : "--mem-fraction-static";
+std::string_view flag_name(ShareFlag flag) {
+  return flag == ShareFlag::gpu_memory_utilization ? policy::kVllmShareFlag : policy::kSglangShareFlag;
 }
 
 // The traced start's share, given with the flag its engine sizes by.
 double traced_share(const policy::EngineProfile& engine, const Settings& settings, const std::string& cmdline) {
   if (engine.kind == policy::EngineKind::vllm) {
     if (settings.flag != ShareFlag::gpu_memory_utilization)
-      throw std::invalid_argument("the traced start is vLLM: replay it with --gpu-memory-utilization");
-    if (engine.kv_cache_memory)
+      throw std::invalid_argument(fmt::format("the traced start is vLLM: replay it with {}", policy::kVllmShareFlag));
+    const std::optional<double> share = policy::vllm_memory_share(engine);
+    if (!share)
       throw std::invalid_argument(
           "the traced start gave its KV size (--kv-cache-memory): utilisation does not size it");
-    return *policy::memory_share(engine);
+    return *share;
   }
   if (engine.kind == policy::EngineKind::sglang) {
     if (settings.flag != ShareFlag::mem_fraction_static)
-      throw std::invalid_argument("the traced start is SGLang: replay it with --mem-fraction-static");
+      throw std::invalid_argument(
+          fmt::format("the traced start is SGLang: replay it with {}", policy::kSglangShareFlag));
     if (!engine.mem_fraction_static)
       throw std::invalid_argument(
           "the traced SGLang start did not give --mem-fraction-static (SGLang then picks one by device size): the "
           "share it ran at is not in the trace");
     return *engine.mem_fraction_static;
   }
-  throw std::invalid_argument("what-if models vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static; the "
-                              "traced command is neither (" +
-                              cmdline + ")");
+  throw std::invalid_argument(fmt::format("what-if models vLLM's {} and SGLang's {}; the traced command is neither ({})",
+                                          policy::kVllmShareFlag, policy::kSglangShareFlag, cmdline));
 }
 
 }  // namespace
@@ -72,9 +74,8 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     o.measured_kv_bytes = kv.kv_bytes;
     const std::uint64_t granularity = kv.granularity == 0 ? 1 : kv.granularity;
     o.kv_step_bytes = kv.tensors * granularity;
-    // vLLM: KV = share x total - what profiling measured; SGLang: KV = free after the weights - (1 -
-    // share) x total. Both are linear in the share; a profile's shift had moved this start's sizing
-    // query, so the unshifted size is the one the share gives.
+    // Both engines' KV size is linear in the share (policy/vllm_model.h, policy/sglang_model.h); a
+    // profile's shift had moved this start's sizing query, so the unshifted size is the one the share gives.
     const auto requested = [&d](double share) {
       return static_cast<std::int64_t>(static_cast<double>(d.total_bytes) * share);
     };
@@ -82,17 +83,13 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     const std::int64_t raw = unshifted + requested(settings.share) - requested(o.measured_utilization);
     o.kv_bytes = raw <= 0 ? 0 : static_cast<std::uint64_t>(raw) / o.kv_step_bytes * o.kv_step_bytes;
     if (o.kv_bytes == 0)
-      o.refused = engine.kind == policy::EngineKind::sglang
-                      ? "not enough memory for the KV pool (profiling): the share's reserve is above what was free "
-                        "after the weights"
-                      : "no available memory for the cache blocks (profiling): the share is below what profiling "
-                        "measured";
-    // vLLM refuses to start when its first memory query finds less free than the share asks for.
+      o.refused = engine.kind == policy::EngineKind::sglang ? policy::kSglangRefusalWithoutKv
+                                                            : policy::kVllmRefusalWithoutKv;
     const auto first_query = std::find_if(process.checkpoints.begin(), process.checkpoints.end(),
                                           [&d](const trace::Checkpoint& c) { return c.device == d.device; });
     const auto asked = static_cast<std::uint64_t>(std::max<std::int64_t>(0, requested(settings.share)));
     if (engine.kind == policy::EngineKind::vllm && first_query != process.checkpoints.end() &&
-        first_query->driver_free < asked)
+        policy::vllm_refuses_at_start(first_query->driver_free, asked))
       o.refused = fmt::format("free memory at start-up ({}) is less than the share asked for ({}) (init)",
                               report::format_bytes(first_query->driver_free), report::format_bytes(asked));
 

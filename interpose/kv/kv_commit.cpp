@@ -41,11 +41,7 @@ policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, s
   in.floor_bytes = options().headroom_bytes;
   if (in.engine == policy::EngineKind::sglang) {
     const std::uint64_t kv = k.deferred_bytes;
-    const std::uint64_t sized_from = sizing_free_bytes(k.device);
-    const std::uint64_t reserve =
-        state.engine.mem_fraction_static
-            ? static_cast<std::uint64_t>(static_cast<double>(total) * (1.0 - *state.engine.mem_fraction_static))
-            : (sized_from > kv ? sized_from - kv : 0);
+    const std::uint64_t reserve = policy::sglang_reserve_bytes(state.engine, total, sizing_free_bytes(k.device), kv);
     const std::uint64_t resident = post_kv_needs(k.device).resident_growth;
     in.sglang_reserve_bytes = reserve > resident ? reserve - resident : 0;
     const policy::SglangPrefillEstimate estimate = policy::sglang_prefill_estimate(state.engine, total);

@@ -38,6 +38,7 @@
 #include "policy/printable.h"
 #include "policy/kv_recognition.h"
 #include "policy/units.h"
+#include "policy/vllm_model.h"
 
 namespace kvremap::interpose {
 using namespace kv_internal;
@@ -133,10 +134,7 @@ std::string nothing_deferred_reason(const KvState& k) {
           "allocation is one only from a quarter of the free memory the sizing query returned: tag it with "
           "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
           d->device, d->regions.size());
-  if (k.engine.kind == policy::EngineKind::vllm && k.engine.kv_cache_memory)
-    return "the engine's KV cache size is given (--kv-cache-memory): vLLM then takes no memory query after its "
-           "weights (gpu_worker.py:489-510), so no sizing query opens a KV window; size it with "
-           "--gpu-memory-utilization instead (learned sizing then fits it to the device)";
+  if (std::optional<std::string> given = policy::vllm_nothing_deferred_reason(k.engine)) return *given;
   return fmt::format(
       "no allocation of at least KVREMAP_KV_MIN_BYTES={} was made after the engine's sizing memory "
       "query",

@@ -1,5 +1,6 @@
 // Unit tests for policy/commit_plan: device, host share at every tensor's end or failure, the margin, and the hints.
 #include "policy/commit_plan.h"
+#include "policy/vllm_model.h"
 
 #include <gtest/gtest.h>
 
