@@ -202,7 +202,9 @@ void Engine::eager_forward(std::optional<KvWrite> kv_write, std::uint64_t peak) 
       const Tensor& t = live[(layer * 4 + k) % live.size()];
       kernels_->fill(t.ptr, t.bytes, kActivationSeed + k);
     }
-    if (kv_write && layer < kv_.size()) write_kv_region(kv_[layer], kv_write->region, kv_write->seed);
+    // The layer's KV tensors: kv_[layer], and kv_[layer + L] where K and V are apart (KvLayout::k_then_v).
+    for (std::size_t t = layer; kv_write && t < kv_.size(); t += s_.num_layers)
+      write_kv_region(kv_[t], kv_write->region, kv_write->seed);
   }
   for (const Tensor& t : live) alloc_->deallocate(t.ptr);
 }
@@ -313,18 +315,28 @@ void Engine::size_kv_sglang() {
 
 void Engine::allocate_kv() {
   begin_phase("kv-cache");
-  const std::uint64_t round = o_.kv_in_one_allocation ? kKvPageBytes : kKvRound;
+  // K and V of a layer are separate tensors in SGLang's MHA pool: each a whole number of granules.
+  const std::uint64_t round = o_.kv_layout == KvLayout::one_allocation ? kKvPageBytes
+                              : o_.kv_layout == KvLayout::k_then_v    ? 2 * kKvRound
+                                                                      : kKvRound;
   const std::uint64_t per_layer = kv_bytes_ / s_.num_layers / round * round;
   if (per_layer == 0) throw EngineExit(kExitNoKvMemory, "ValueError: No available memory for the cache blocks.");
   std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
               gib(static_cast<double>(kv_bytes_)).c_str());
   kv_bytes_ = per_layer * s_.num_layers;
   // torch.zeros: an empty tensor, then PyTorch's fill kernel on the current stream (torch_fill.h).
-  if (o_.kv_in_one_allocation) {
+  if (o_.kv_layout == KvLayout::one_allocation) {
     const Tensor whole = allocate(kv_bytes_);
     kernels_->torch_zeros(whole.ptr, kv_bytes_);
     for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
       kv_.push_back(Tensor{static_cast<char*>(whole.ptr) + layer * per_layer, per_layer});
+  } else if (o_.kv_layout == KvLayout::k_then_v) {
+    for (int buffers = 0; buffers < 2; ++buffers) {  // every layer's K buffer, then every layer's V buffer
+      for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
+        kv_.push_back(allocate(per_layer / 2));
+        kernels_->torch_zeros(kv_.back().ptr, per_layer / 2);
+      }
+    }
   } else {
     for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
       kv_.push_back(allocate(per_layer));
@@ -348,7 +360,7 @@ void Engine::allocate_kv() {
     std::printf("vllm_like: phase kv-cache: registered %zu KV tensors with the KV connector (CUDA IPC)\n", kv_.size());
   }
   std::printf("vllm_like: phase kv-cache: %zu KV tensors of %s + %zu persistent buffers, free %s GiB\n", kv_.size(),
-              format_size(per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
+              format_size(o_.kv_layout == KvLayout::k_then_v ? per_layer / 2 : per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
 }
 
 }  // namespace vllm_like

@@ -22,6 +22,20 @@ enum class EngineKind { vllm, sglang };
 // vLLM graph mode: what the first serving step after start-up is.
 enum class FirstRequest { graph_replays, eager_prefill };
 
+// How the engine allocates its KV cache.
+enum class KvLayout {
+  // One torch.zeros per layer: vLLM up to 0.28 (v1/worker/gpu_model_runner.py:7444-7480 before vllm#51718).
+  per_layer,
+  // Every layer's KV in one allocation, layer l at l x the layer size: vLLM >= 0.29 (KVCacheTensor's `size`
+  // is the whole backing allocation, layers at offset + l * layer_stride, vllm#51718), SGLang's
+  // --enable-unified-memory pool (mem_cache/unified_memory_pool.py:216).
+  one_allocation,
+  // SGLang's MHA pool: one torch.zeros per layer for K, then one per layer for V, each half the layer's
+  // KV (MHATokenToKVPool._create_buffers, mem_cache/memory_pool.py:1510-1530 at 1f5eeb6, the default
+  // layout).
+  k_then_v,
+};
+
 struct EngineOptions {
   EngineKind kind = EngineKind::vllm;
   double gpu_memory_utilization = 0.92;  // vLLM's default (config/cache.py:80)
@@ -30,11 +44,8 @@ struct EngineOptions {
   bool cuda_graphs = true;                       // false: vLLM --enforce-eager, SGLang --disable-cuda-graph
   std::optional<std::uint64_t> kv_cache_memory;  // vLLM --kv-cache-memory: KV size given, not profiled
   std::string kv_connector;                      // vLLM --kv-transfer-config: empty without a connector
-  // Every layer's KV in one allocation, layer l at l x the layer size: vLLM >= 0.29 (KVCacheTensor's
-  // `size` is the whole backing allocation, layers at offset + l * layer_stride, vllm#51718), SGLang's
-  // --enable-unified-memory pool (mem_cache/unified_memory_pool.py:216). Otherwise one tensor per layer
-  // (v1/worker/gpu_model_runner.py:7444-7480 before #51718).
-  bool kv_in_one_allocation = false;
+  // How the KV cache is allocated (--kv-layout).
+  KvLayout kv_layout = KvLayout::per_layer;
   int device = 0;  // also the rank: the launcher runs rank r on device r
 };
 

@@ -60,7 +60,7 @@ void print_usage() {
       "  --chunked-prefill-size N     prefill chunk in tokens (-1: off), as SGLang takes it; the replica's\n"
       "                               prefill activations come from the scenario (serving.activation_peak)\n"
       "Both:\n"
-      "  --kv-layout per-layer|one-allocation\n"
+      "  --kv-layout per-layer|one-allocation|k-then-v\n"
       "                               one KV tensor per layer (default; vLLM up to 0.28, SGLang's pools) or\n"
       "                               every layer in one allocation (vLLM 0.29 and later, SGLang's\n"
       "                               --enable-unified-memory)\n"
@@ -181,11 +181,13 @@ Cli parse_cli(int argc, char** argv) {
     } else if (arg == "--kv-layout" && has_value) {
       const std::string_view layout = argv[++i];
       if (layout == "per-layer")
-        cli.engine.kv_in_one_allocation = false;
+        cli.engine.kv_layout = vllm_like::KvLayout::per_layer;
       else if (layout == "one-allocation")
-        cli.engine.kv_in_one_allocation = true;
+        cli.engine.kv_layout = vllm_like::KvLayout::one_allocation;
+      else if (layout == "k-then-v")
+        cli.engine.kv_layout = vllm_like::KvLayout::k_then_v;
       else
-        usage_error("--kv-layout: '" + std::string(layout) + "' is not per-layer or one-allocation");
+        usage_error("--kv-layout: '" + std::string(layout) + "' is not per-layer, one-allocation or k-then-v");
     } else if (arg == "--device" && has_value) {
       cli.engine.device = count("--device", argv[++i], 0);
       device_given = true;

@@ -353,6 +353,41 @@ TEST(LearnedSizing, TheSecondStartOfTheSeedFitsOnTheDevice) {
   EXPECT_EQ(third.u("kv committed", "kv_bytes"), second.u("kv committed", "kv_bytes")) << "settled";
 }
 
+// SGLang's MHA pool as it allocates it by default (ENGINES-2026.md sequence D, step 6): every layer's K
+// buffer, then every layer's V buffer, each half a layer's KV. The 2L equal tensors are one burst: stock runs
+// out of memory after them; under kvremap all 2L are deferred, the first start serves, and the second,
+// sized from the first one's profile, holds its whole KV cache on the device.
+TEST(LearnedSizing, SglangsKBuffersThenVBuffersAreOneBurstAndTheSecondStartFits) {
+  std::vector<std::string> argv = sglang_argv("0.9");
+  argv.insert(argv.end(), {"--kv-layout", "k-then-v"});
+  const RunResult stock =
+      run_program(argv, kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO), {"LD_PRELOAD"}, 120);
+  EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory: " << stock.out << stock.err;
+  const std::string profiles = make_temp_dir();
+  const Start first = start(argv, profiles);
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  EXPECT_NE(first.run.out.find("KV verified"), std::string::npos) << first.run.out;
+  std::smatch allocated;
+  ASSERT_TRUE(std::regex_search(first.run.out, allocated, std::regex(R"(phase kv-cache: (\d+) KV tensors of)")))
+      << first.run.out;
+  const std::uint64_t tensors = std::stoull(allocated[1]);
+  EXPECT_EQ(tensors % 2, 0u);
+  EXPECT_GE(tensors, 4u);
+  EXPECT_EQ(first.u("kv deferred", "regions"), tensors) << "every K and every V buffer deferred";
+  // Every byte on the device with the headroom kept, and short of what fits by less than one step of the
+  // engine's sizing: each of the 2L tensors is a whole number of 2 MiB granules, so the cache moves in steps of
+  // 2L granules (0.8% of it here, where expect_fits_on_device's 0.5% bound is for L tensors).
+  const Start second = start(argv, profiles);
+  EXPECT_EQ(second.run.exit_code, 0) << second.run.out << second.run.err;
+  EXPECT_EQ(second.u("kv committed", "host_bytes"), 0u);
+  EXPECT_GE(second.i("kv committed", "margin_bytes"), 0);
+  const std::uint64_t oracle = oracle_kv(first, second), kv = second.u("kv committed", "kv_bytes");
+  EXPECT_LE(kv, oracle);
+  EXPECT_LT(oracle - kv, tensors * (2ULL << 20)) << kv << " of " << oracle;
+  EXPECT_EQ(second.u("kv deferred", "regions"), tensors);
+  EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
+}
+
 // vLLM >= 0.29 (one allocation for every layer's KV, ENGINES-2026.md sequence A) and SGLang's unified
 // pool: stock runs out of memory after the KV cache; under kvremap the one allocation is deferred as one
 // tensor, the first start serves with its deficit at the end of that allocation on host memory, and the
