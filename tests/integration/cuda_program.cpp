@@ -1,6 +1,7 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
 // Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
-//        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles
+//        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles|
+//        vmm-kv-edges|vmm-kv-host-tail
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
 // The deprecated cudaGetDriverEntryPoint is one of the routes engines still use.
 #define CUDA_ENABLE_DEPRECATED 1
@@ -1111,6 +1112,117 @@ int vmm_kv_handles() {
   check(cudaFree(after) == cudaSuccess && cudaFree(warm) == cudaSuccess, "freed");
   return failures;
 }
+
+// The edges of a mapping kvremap adopted (kv_vmm.h), each answered as the driver answers the engine's own:
+// an unmap of part of it is refused and leaves it whole; a second mapping of its handle elsewhere sees the
+// same memory (kvremap commits first); an unmap while deferred, then the same handle mapped again, gives
+// usable memory at that address. Two tagged 64 MiB tensors, PyTorch's fill kernel, an allocation ending the
+// burst; run named as vLLM (graphs expected) so only these calls can commit.
+int vmm_kv_edges() {
+  const TagApi tags = tag_api();
+  constexpr std::size_t kBytes = 64 * kMiB;
+  check(cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess, "CUDA initialisation");
+  torch_fill_kernel();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemAccessDesc grant{};
+  grant.location = prop.location;
+  grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr va[2] = {};
+  CUmemGenericAllocationHandle h[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    check(cuMemAddressReserve(&va[i], kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
+    tags.open_kv();
+    check(cuMemCreate(&h[i], kBytes, &prop, 0) == CUDA_SUCCESS, "create");
+    tags.close();
+    check(cuMemMap(va[i], kBytes, 0, h[i], 0) == CUDA_SUCCESS && cuMemSetAccess(va[i], kBytes, &grant, 1) == CUDA_SUCCESS,
+          "map and grant");
+    check(torch_fill(reinterpret_cast<void*>(va[i]), kBytes, 0), "zeroed by PyTorch's fill kernel");
+  }
+  void* after = nullptr;
+  check(cudaMalloc(&after, 8 * kMiB) == cudaSuccess, "an allocation after the KV burst");
+
+  check(cuMemUnmap(va[0], 2 * kMiB) == CUDA_ERROR_INVALID_VALUE, "an unmap of part of a mapping is refused");
+  check(cuMemUnmap(va[0] + kBytes - 2 * kMiB, 2 * kMiB) == CUDA_ERROR_INVALID_VALUE, "also at its end");
+  // Tensor 1, still deferred: unmapped (its memory goes), then its handle mapped again at the same address.
+  check(cuMemUnmap(va[1], kBytes) == CUDA_SUCCESS, "unmap of a whole tensor");
+  check(cuMemMap(va[1], kBytes, 0, h[1], 0) == CUDA_SUCCESS && cuMemSetAccess(va[1], kBytes, &grant, 1) == CUDA_SUCCESS,
+        "the same handle mapped again");
+  const auto round_trip = [](CUdeviceptr write_at, CUdeviceptr read_at, unsigned char seed) {
+    unsigned char pattern[4096], back[4096] = {};
+    for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 3);
+    return cuMemcpyHtoD(write_at, pattern, sizeof pattern) == CUDA_SUCCESS &&
+           cuMemcpyDtoH(back, read_at, sizeof back) == CUDA_SUCCESS && std::memcmp(back, pattern, sizeof back) == 0;
+  };
+  check(round_trip(va[1] + kBytes / 2, va[1] + kBytes / 2, 21), "memory usable after mapping it again");
+  // Tensor 0: a second mapping of its handle at another address sees the same bytes as the first.
+  CUdeviceptr alias = 0;
+  check(cuMemAddressReserve(&alias, kBytes, 0, 0, 0) == CUDA_SUCCESS && cuMemMap(alias, kBytes, 0, h[0], 0) == CUDA_SUCCESS &&
+            cuMemSetAccess(alias, kBytes, &grant, 1) == CUDA_SUCCESS,
+        "a second mapping of the handle");
+  check(round_trip(va[0] + 3 * kMiB, alias + 3 * kMiB, 43), "the second mapping sees what the first writes");
+  check(round_trip(alias + kBytes - 4096, va[0] + kBytes - 4096, 65), "and the other way round");
+  check(round_trip(va[0] + 3 * kMiB + 2 * kMiB, va[0] + 3 * kMiB + 2 * kMiB, 87) &&
+            round_trip(va[0] + 3 * kMiB, va[0] + 3 * kMiB, 43),
+        "its granules are distinct memory, not aliases of one scratch");
+  check(cuMemUnmap(alias, kBytes) == CUDA_SUCCESS && cuMemAddressFree(alias, kBytes) == CUDA_SUCCESS, "alias gone");
+  for (int i = 0; i < 2; ++i)
+    check(cuMemUnmap(va[i], kBytes) == CUDA_SUCCESS && cuMemRelease(h[i]) == CUDA_SUCCESS &&
+              cuMemAddressFree(va[i], kBytes) == CUDA_SUCCESS,
+          "tensor freed");
+  check(cudaFree(after) == cudaSuccess, "freed");
+  return failures;
+}
+
+// A tagged 256 MiB tensor in its own reservation (POSIX fd export asked), then, after the burst, a ballast
+// that leaves 128 MiB free: under kvremap the commit (at the export) can hold only part of the tensor on
+// the device, and its end goes to host memory as a second handle. Prints what the export answered; the
+// tensor stays usable either way. Run with SIMCUDA_DEVICE_MEMORY=1GiB, named as vLLM.
+int vmm_kv_host_tail() {
+  const TagApi tags = tag_api();
+  constexpr std::size_t kBytes = 256 * kMiB;
+  check(cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess, "CUDA initialisation");
+  torch_fill_kernel();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemAccessDesc grant{};
+  grant.location = prop.location;
+  grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h = 0;
+  check(cuMemAddressReserve(&va, kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
+  tags.open_kv();
+  check(cuMemCreate(&h, kBytes, &prop, 0) == CUDA_SUCCESS, "create");
+  tags.close();
+  check(cuMemMap(va, kBytes, 0, h, 0) == CUDA_SUCCESS && cuMemSetAccess(va, kBytes, &grant, 1) == CUDA_SUCCESS,
+        "map and grant");
+  check(torch_fill(reinterpret_cast<void*>(va), kBytes, 0), "zeroed by PyTorch's fill kernel");
+  std::size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "free memory after the burst");
+  void* ballast = nullptr;
+  check(free_bytes > 128 * kMiB && cudaMalloc(&ballast, free_bytes - 128 * kMiB) == cudaSuccess, "ballast");
+  int fd = -1;
+  const CUresult exported = cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  const char* name = nullptr;
+  cuGetErrorName(exported, &name);
+  std::printf("export: %s\n", name ? name : "?");
+  if (fd >= 0) close(fd);
+  unsigned char pattern[4096], back[4096] = {};
+  for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
+  check(cuMemcpyHtoD(va + kBytes - sizeof pattern, pattern, sizeof pattern) == CUDA_SUCCESS &&
+            cuMemcpyDtoH(back, va + kBytes - sizeof pattern, sizeof back) == CUDA_SUCCESS &&
+            std::memcmp(back, pattern, sizeof back) == 0,
+        "the tensor's end usable");
+  check(cuMemUnmap(va, kBytes) == CUDA_SUCCESS && cuMemRelease(h) == CUDA_SUCCESS &&
+            cuMemAddressFree(va, kBytes) == CUDA_SUCCESS && cudaFree(ballast) == cudaSuccess,
+        "freed");
+  return failures;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1138,11 +1250,13 @@ int main(int argc, char** argv) {
   if (mode == "interleaved-captures") return interleaved_captures();
   if (mode == "memory-saver") return memory_saver();
   if (mode == "vmm-kv-handles") return vmm_kv_handles();
+  if (mode == "vmm-kv-edges") return vmm_kv_edges();
+  if (mode == "vmm-kv-host-tail") return vmm_kv_host_tail();
   std::fprintf(stderr,
                "usage: cuda_program "
                "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
-               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles\n");
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles|vmm-kv-edges|vmm-kv-host-tail\n");
   return 2;
 }
