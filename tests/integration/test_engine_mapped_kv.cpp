@@ -93,13 +93,10 @@ void expect_traced_exactly_and_left_alone(const EngineRun& r) {
 }
 
 // An elastic-KV start-up: nothing of the engine's goes in kvremap's arena (its activation and autotune
-// cudaMallocs of 64 MiB and more after the KV cache included), and kvremap warns about nothing.
-//
-// Fails until the driver hooks report the engine's reservations and mappings (owned by another change):
-// interpose/hooks/driver_hooks.cpp must call kv_note_engine_reserve / kv_note_engine_address_free /
-// kv_note_engine_map / kv_note_engine_unmap (interpose/kv/kv_observe_only.h) after the driver succeeds;
-// until then the activation buffers are placed in the arena, four equal ones are taken for a KV burst and
-// kvremap warns (issue 28).
+// cudaMallocs of 64 MiB and more after the KV cache included), and kvremap warns about nothing. The driver
+// hooks of cuMemAddressReserve, cuMemAddressFree, cuMemMap and cuMemUnmap report the engine's reservations and
+// mappings (kv_observe_only.h); without them the activation buffers would be placed in the arena, four equal
+// ones taken for a KV burst, and kvremap would warn.
 void expect_elastic_kv_left_alone(const EngineRun& r) {
   expect_traced_exactly_and_left_alone(r);
   EXPECT_EQ(r.events("kv arena reserved"), 0u) << r.run.err;
