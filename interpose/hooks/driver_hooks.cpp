@@ -193,14 +193,16 @@ KVREMAP_HOOK CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t s
 // whether tracking is on: the driver has never seen such a value, so it must be translated in every state
 // (a nested call, the process exiting).
 KVREMAP_HOOK CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  if (kv_is_virtual(handle)) return kv_vmm_release(handle);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (kv_vmm_release(handle, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemRelease, handle);
   return tracked_free(handle, Held::kVmmHandle, "cuMemRelease", CUDA_SUCCESS, [&] { return real(handle); });
 }
 
 KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                                unsigned long long flags) {
-  if (kv_is_virtual(handle)) return kv_vmm_map(ptr, size, offset, handle, flags);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (kv_vmm_map(ptr, size, offset, handle, flags, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
   const CUresult r = real(ptr, size, offset, handle, flags);
   if (r == CUDA_SUCCESS) kv_note_engine_map(ptr, size, handle);
@@ -226,7 +228,8 @@ KVREMAP_HOOK CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAc
 
 KVREMAP_HOOK CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
                                                              CUmemGenericAllocationHandle handle) {
-  if (kv_is_virtual(handle)) return kv_vmm_properties(prop, handle);
+  CUresult kv_result = CUDA_SUCCESS;
+  if (kv_vmm_properties(prop, handle, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemGetAllocationPropertiesFromHandle, prop, handle);
   return real(prop, handle);
 }
@@ -235,12 +238,7 @@ KVREMAP_HOOK CUresult cuMemExportToShareableHandle(void* shareable, CUmemGeneric
                                                    CUmemAllocationHandleType type, unsigned long long flags) {
   auto real = KVREMAP_REAL(cuMemExportToShareableHandle);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (kv_is_virtual(handle)) {
-    CUmemGenericAllocationHandle driver_handle = 0;
-    if (CUresult r = kv_vmm_real_handle(handle, "cuMemExportToShareableHandle", &driver_handle); r != CUDA_SUCCESS)
-      return r;
-    handle = driver_handle;
-  }
+  if (CUresult r = kv_vmm_translate(&handle, "cuMemExportToShareableHandle"); r != CUDA_SUCCESS) return r;
   return real(shareable, handle, type, flags);
 }
 
@@ -249,11 +247,7 @@ KVREMAP_HOOK CUresult cuMulticastBindMem(CUmemGenericAllocationHandle multicast,
                                          unsigned long long flags) {
   auto real = KVREMAP_REAL(cuMulticastBindMem);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (kv_is_virtual(handle)) {
-    CUmemGenericAllocationHandle driver_handle = 0;
-    if (CUresult r = kv_vmm_real_handle(handle, "cuMulticastBindMem", &driver_handle); r != CUDA_SUCCESS) return r;
-    handle = driver_handle;
-  }
+  if (CUresult r = kv_vmm_translate(&handle, "cuMulticastBindMem"); r != CUDA_SUCCESS) return r;
   return real(multicast, multicast_offset, handle, offset, size, flags);
 }
 
@@ -264,14 +258,10 @@ CUresult map_arrays(Real real, CUarrayMapInfo* infos, unsigned int count, CUstre
   if (!infos || kv_detail::g_virtual_handles.load(std::memory_order_relaxed) == 0) return real(infos, count, stream);
   try {
     std::vector<CUarrayMapInfo> translated(infos, infos + count);
-    for (CUarrayMapInfo& info : translated) {
-      if (info.memHandleType != CU_MEM_HANDLE_TYPE_GENERIC || !kv_is_virtual(info.memHandle.memHandle)) continue;
-      CUmemGenericAllocationHandle driver_handle = 0;
-      if (CUresult r = kv_vmm_real_handle(info.memHandle.memHandle, "cuMemMapArrayAsync", &driver_handle);
-          r != CUDA_SUCCESS)
-        return r;
-      info.memHandle.memHandle = driver_handle;
-    }
+    for (CUarrayMapInfo& info : translated)
+      if (info.memHandleType == CU_MEM_HANDLE_TYPE_GENERIC)
+        if (CUresult r = kv_vmm_translate(&info.memHandle.memHandle, "cuMemMapArrayAsync"); r != CUDA_SUCCESS)
+          return r;
     return real(translated.data(), count, stream);
   } catch (...) {
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -391,7 +391,7 @@ KVREMAP_HOOK CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attri
 // The VMM handle behind a KV address (to export it as a shareable handle, for RDMA and connectors):
 // the handle of the one chunk holding it, or of the whole tensor with KVREMAP_KV_ONE_HANDLE=1. On a
 // region the engine mapped itself, its own (virtual) handle, which exposes nothing of the backing: a
-// later export of it commits first (kv_vmm_real_handle).
+// later export of it commits first (kv_vmm_translate).
 KVREMAP_HOOK CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   if (handle && kv_vmm_retain(handle, as_address(addr))) return CUDA_SUCCESS;
   KVREMAP_ENTER(cuMemRetainAllocationHandle, handle, addr);

@@ -97,6 +97,70 @@ CUresult drop_adopted(KvState& k, DeviceKv& d, std::vector<Placement>::iterator 
   return CUDA_SUCCESS;
 }
 
+// cuMemMap of live virtual handle `v` (its value `handle`).
+CUresult map_locked(KvState& k, VirtualHandle& v, CUdeviceptr ptr, std::size_t size, std::size_t offset,
+                    CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  try {
+    const VmmFunctions driver = real_vmm_functions();
+    DeviceKv& d = k.at(v.device);
+    if (v.mapped_at != 0) {
+      // A second mapping of memory an adopted region holds: the driver handle behind it, committed first.
+      CUmemGenericAllocationHandle real = 0;
+      if (CUresult r = real_handle_locked(k, v, "cuMemMap", &real); r != CUDA_SUCCESS) return r;
+      return driver.map(ptr, size, offset, real, flags);
+    }
+    if (v.real == 0) {
+      // Its memory went with an unmap while it was deferred, and the engine maps it again: new memory with its
+      // properties (the deferred contents were scratch).
+      if (CUresult r = driver.create(&v.real, v.bytes, &v.prop, 0); r != CUDA_SUCCESS) {
+        v.real = 0;
+        return r;
+      }
+    }
+    if (CUresult r = driver.map(ptr, size, offset, v.real, flags); r != CUDA_SUCCESS) return r;
+    // Only a whole-handle mapping made in the device's KV burst, filling a reservation of its own size, is
+    // deferred: the arena then holds it as one region, which the engine sees as its own mapping. vLLM's
+    // CuMemAllocator and torch_memory_saver reserve each tensor's own range; an engine that reserves more
+    // than it maps (elastic KV: kvcached, vLLM's extensible KV cache) grows into the rest itself and keeps
+    // its memory as it mapped it.
+    const auto reservation = k.reservations.find(ptr);
+    const bool own_reservation = reservation != k.reservations.end() && reservation->second == size;
+    const bool in_burst = !d.deferred && !d.committed && !capture_open();
+    if (in_burst && own_reservation && offset == 0 && size == v.bytes && flags == 0 && make_arena(d) &&
+        d.arena->adopt(ptr, size, v.real, v.prop) == CUDA_SUCCESS) {
+      try {
+        d.regions.push_back(Placement{ptr, size, v.tagged, v.tagged, nullptr, handle});
+      } catch (...) {
+        CUmemGenericAllocationHandle kept = 0;
+        d.arena->unadopt(ptr, &kept);  // unmaps it: mapped again below, as the engine's own
+        driver.map(ptr, size, offset, kept, flags);
+        return CUDA_SUCCESS;
+      }
+      v.real = 0;
+      v.mapped_at = ptr;
+      refresh_counts(k);
+    }
+    return CUDA_SUCCESS;
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+}
+
+// cuMemRelease of virtual handle `v` (its value `handle`).
+CUresult release_locked(KvState& k, VirtualHandle& v, CUmemGenericAllocationHandle handle) {
+  if (v.references == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (--v.references > 0) return CUDA_SUCCESS;
+  // Still mapped: its memory goes when it is unmapped, as the driver frees a released handle's memory.
+  if (v.mapped_at != 0) return CUDA_SUCCESS;
+  if (v.real != 0)
+    if (CUresult r = real_vmm_functions().release(v.real); r != CUDA_SUCCESS) {
+      ++v.references;
+      return r;
+    }
+  forget(k, handle);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 namespace kv_detail {
@@ -142,12 +206,6 @@ bool vmm_create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
     driver.release(real);
     return false;  // created normally instead
   }
-}
-
-bool is_virtual(CUmemGenericAllocationHandle handle) {
-  KvState& k = K();
-  std::lock_guard<std::mutex> g(k.lock);
-  return find_virtual(k, handle) != nullptr;
 }
 
 bool vmm_unmap(CUdeviceptr ptr, std::size_t size, CUresult* result) {
@@ -249,93 +307,44 @@ bool vmm_retain(CUmemGenericAllocationHandle* handle, CUdeviceptr address) {
   return false;
 }
 
-}  // namespace kv_detail
-
-CUresult kv_vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
-                    unsigned long long flags) {
-  try {
-    const VmmFunctions driver = real_vmm_functions();
-    KvState& k = K();
-    std::lock_guard<std::mutex> g(k.lock);
-    VirtualHandle* v = find_virtual(k, handle);
-    if (!v || v->references == 0) return CUDA_ERROR_INVALID_VALUE;
-    DeviceKv& d = k.at(v->device);
-    if (v->mapped_at != 0) {
-      // A second mapping of memory an adopted region holds: the driver handle behind it, committed first.
-      CUmemGenericAllocationHandle real = 0;
-      if (CUresult r = real_handle_locked(k, *v, "cuMemMap", &real); r != CUDA_SUCCESS) return r;
-      return driver.map(ptr, size, offset, real, flags);
-    }
-    if (v->real == 0) {
-      // Its memory went with an unmap while it was deferred, and the engine maps it again: new memory with its
-      // properties (the deferred contents were scratch).
-      if (CUresult r = driver.create(&v->real, v->bytes, &v->prop, 0); r != CUDA_SUCCESS) {
-        v->real = 0;
-        return r;
-      }
-    }
-    if (CUresult r = driver.map(ptr, size, offset, v->real, flags); r != CUDA_SUCCESS) return r;
-    // Only a whole-handle mapping made in the device's KV burst, filling a reservation of its own size, is
-    // deferred: the arena then holds it as one region, which the engine sees as its own mapping. vLLM's
-    // CuMemAllocator and torch_memory_saver reserve each tensor's own range; an engine that reserves more
-    // than it maps (elastic KV: kvcached, vLLM's extensible KV cache) grows into the rest itself and keeps
-    // its memory as it mapped it.
-    const auto reservation = k.reservations.find(ptr);
-    const bool own_reservation = reservation != k.reservations.end() && reservation->second == size;
-    const bool in_burst = !d.deferred && !d.committed && !capture_open();
-    if (in_burst && own_reservation && offset == 0 && size == v->bytes && flags == 0 && make_arena(d) &&
-        d.arena->adopt(ptr, size, v->real, v->prop) == CUDA_SUCCESS) {
-      try {
-        d.regions.push_back(Placement{ptr, size, v->tagged, v->tagged, nullptr, handle});
-      } catch (...) {
-        CUmemGenericAllocationHandle kept = 0;
-        d.arena->unadopt(ptr, &kept);  // unmaps it: mapped again below, as the engine's own
-        driver.map(ptr, size, offset, kept, flags);
-        return CUDA_SUCCESS;
-      }
-      v->real = 0;
-      v->mapped_at = ptr;
-      refresh_counts(k);
-    }
-    return CUDA_SUCCESS;
-  } catch (...) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-}
-
-CUresult kv_vmm_release(CUmemGenericAllocationHandle handle) {
-  const VmmFunctions driver = real_vmm_functions();
+bool vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
+             unsigned long long flags, CUresult* result) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   VirtualHandle* v = find_virtual(k, handle);
-  if (!v || v->references == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (--v->references > 0) return CUDA_SUCCESS;
-  // Still mapped: its memory goes when it is unmapped, as the driver frees a released handle's memory.
-  if (v->mapped_at != 0) return CUDA_SUCCESS;
-  if (v->real != 0)
-    if (CUresult r = driver.release(v->real); r != CUDA_SUCCESS) {
-      ++v->references;
-      return r;
-    }
-  forget(k, handle);
-  return CUDA_SUCCESS;
+  if (!v) return false;
+  *result = v->references == 0 ? CUDA_ERROR_INVALID_VALUE : map_locked(k, *v, ptr, size, offset, handle, flags);
+  return true;
 }
 
-CUresult kv_vmm_properties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+bool vmm_release(CUmemGenericAllocationHandle handle, CUresult* result) {
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  VirtualHandle* v = find_virtual(k, handle);
+  if (!v) return false;
+  *result = release_locked(k, *v, handle);
+  return true;
+}
+
+bool vmm_properties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle, CUresult* result) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   const VirtualHandle* v = find_virtual(k, handle);
-  if (!v || !prop) return CUDA_ERROR_INVALID_VALUE;
-  *prop = v->prop;
-  return CUDA_SUCCESS;
+  if (!v) return false;
+  if (prop) *prop = v->prop;
+  *result = prop ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return true;
 }
 
-CUresult kv_vmm_real_handle(CUmemGenericAllocationHandle handle, const char* api, CUmemGenericAllocationHandle* real) {
+CUresult vmm_translate(CUmemGenericAllocationHandle* handle, const char* api) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
-  VirtualHandle* v = find_virtual(k, handle);
-  if (!v || v->references == 0) return CUDA_ERROR_INVALID_VALUE;
-  return real_handle_locked(k, *v, api, real);
+  VirtualHandle* v = find_virtual(k, *handle);
+  if (!v) return CUDA_SUCCESS;  // a driver handle
+  if (v->references == 0) return CUDA_ERROR_INVALID_VALUE;
+  return real_handle_locked(k, *v, api, handle);
 }
+
+}  // namespace kv_detail
 
 }  // namespace kvremap::interpose

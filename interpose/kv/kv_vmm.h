@@ -16,7 +16,11 @@ namespace kv_detail {
 inline constinit std::atomic<std::size_t> g_virtual_handles{0};
 bool vmm_create(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
                 unsigned long long flags, void* return_address, CUresult* result);
-bool is_virtual(CUmemGenericAllocationHandle handle);
+bool vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
+             unsigned long long flags, CUresult* result);
+bool vmm_release(CUmemGenericAllocationHandle handle, CUresult* result);
+bool vmm_properties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle, CUresult* result);
+CUresult vmm_translate(CUmemGenericAllocationHandle* handle, const char* api);
 bool vmm_unmap(CUdeviceptr ptr, std::size_t size, CUresult* result);
 void vmm_access(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count);
 bool vmm_retain(CUmemGenericAllocationHandle* handle, CUdeviceptr address);
@@ -32,23 +36,32 @@ inline bool kv_vmm_create(CUmemGenericAllocationHandle* handle, std::size_t size
                           unsigned long long flags, void* return_address, CUresult* result) {
   return kv_mode() && kv_candidate(size) && kv_detail::vmm_create(handle, size, prop, flags, return_address, result);
 }
-// Whether `handle` is one of kvremap's virtual handles (any call taking it must be translated).
-inline bool kv_is_virtual(CUmemGenericAllocationHandle handle) {
-  return kv_detail::g_virtual_handles.load(std::memory_order_relaxed) != 0 && kv_detail::is_virtual(handle);
-}
-// The calls that take a virtual handle; each is called only with one (kv_is_virtual).
+// The calls that take a handle, each true (with *result) when `handle` is one of kvremap's virtual handles
+// and false, without a lookup while none exists, for a driver handle, which the caller passes on.
 // cuMemMap: a whole-handle mapping in the device's KV burst becomes an adopted region of its arena
 // (deferred at the burst's end like kvremap's own placements); any other mapping maps the memory behind it.
-CUresult kv_vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
-                    unsigned long long flags);
+inline bool kv_vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
+                       unsigned long long flags, CUresult* result) {
+  return kv_detail::g_virtual_handles.load(std::memory_order_relaxed) != 0 &&
+         kv_detail::vmm_map(ptr, size, offset, handle, flags, result);
+}
 // cuMemRelease: drops one reference; the memory goes once the last is dropped and nothing maps it.
-CUresult kv_vmm_release(CUmemGenericAllocationHandle handle);
+inline bool kv_vmm_release(CUmemGenericAllocationHandle handle, CUresult* result) {
+  return kv_detail::g_virtual_handles.load(std::memory_order_relaxed) != 0 && kv_detail::vmm_release(handle, result);
+}
 // cuMemGetAllocationPropertiesFromHandle: the engine's own properties.
-CUresult kv_vmm_properties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle);
-// The driver handle behind a virtual one, for a call that hands it to the driver (an export, a multicast
-// binding, an array mapping): a deferred region is committed first, since the call could expose the
-// scratch. Fails with one line where no single driver handle stands behind it.
-CUresult kv_vmm_real_handle(CUmemGenericAllocationHandle handle, const char* api, CUmemGenericAllocationHandle* real);
+inline bool kv_vmm_properties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle, CUresult* result) {
+  return kv_detail::g_virtual_handles.load(std::memory_order_relaxed) != 0 &&
+         kv_detail::vmm_properties(prop, handle, result);
+}
+// For a call that hands a handle to the driver (an export, a multicast binding, an array mapping): a
+// virtual *handle is replaced by the driver handle behind it, its region committed first where it is on
+// scratch, since the call could expose the scratch; it fails with one line where no single driver handle
+// stands behind it. A driver handle is left as it is (CUDA_SUCCESS).
+inline CUresult kv_vmm_translate(CUmemGenericAllocationHandle* handle, const char* api) {
+  return kv_detail::g_virtual_handles.load(std::memory_order_relaxed) == 0 ? CUDA_SUCCESS
+                                                                           : kv_detail::vmm_translate(handle, api);
+}
 // cuMemUnmap over an adopted region: unmaps whatever backs it (scratch or its committed memory), without
 // committing, and gives the memory back to its handle (or frees it, when the handle was released): an
 // engine that sleeps before the commit gets its memory back and nothing is committed. True when handled.
