@@ -151,12 +151,13 @@ void warn_if_nothing_deferred(KvState& k) {
   const std::string why = nothing_deferred_reason(k);
   // A warning where KV was to be expected: a recognised engine, or the arena in use. Any other
   // program (defer is the default mode) gets it at info level, as does a process kvremap stood aside in
-  // (its warning said why already).
+  // or only observes (its own line said why already).
+  const bool stepped_back = !kv_stood_aside_for().empty() || !kv_observe_only_reason().empty();
   const bool expected =
-      kv_stood_aside_for().empty() && kv_observe_only_reason().empty() && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
-                                       std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
-                                         return d && (d->arena || d->arena_failed || d->placements_refused > 0);
-                                       }));
+      !stepped_back && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+                        std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
+                          return d && (d->arena || d->arena_failed || d->placements_refused > 0);
+                        }));
   if (expected) {
     log().warn("KVREMAP_MODE=defer deferred nothing: {}", why);
   } else {

@@ -1024,6 +1024,53 @@ int memory_saver() {
   return failures;
 }
 
+// Device 0's pinned memory, as an engine's VMM allocator asks for it.
+CUmemAllocationProp device_memory(CUmemAllocationHandleType handle_types = CU_MEM_HANDLE_TYPE_NONE, bool rdma = false) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = handle_types;
+  prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+  return prop;
+}
+
+CUmemAccessDesc read_write_for(int device) {
+  CUmemAccessDesc grant{};
+  grant.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  grant.location.id = device;
+  grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return grant;
+}
+
+// A KV tensor as an engine's own VMM allocator makes it (vLLM's CuMemAllocator): its own reservation, a
+// cuMemCreate of `prop` under the `kv` tag, mapped, granted as `grants` say, zeroed by PyTorch's fill kernel.
+struct VmmTensor {
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle handle = 0;
+};
+VmmTensor engine_vmm_tensor(const TagApi& tags, std::size_t bytes, const CUmemAllocationProp& prop,
+                            const std::vector<CUmemAccessDesc>& grants) {
+  VmmTensor t;
+  check(cuMemAddressReserve(&t.va, bytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
+  tags.open_kv();
+  check(cuMemCreate(&t.handle, bytes, &prop, 0) == CUDA_SUCCESS, "create");
+  tags.close();
+  check(cuMemMap(t.va, bytes, 0, t.handle, 0) == CUDA_SUCCESS &&
+            cuMemSetAccess(t.va, bytes, grants.data(), grants.size()) == CUDA_SUCCESS,
+        "map and grant");
+  check(torch_fill(reinterpret_cast<void*>(t.va), bytes, 0), "zeroed by PyTorch's fill kernel");
+  return t;
+}
+
+// A 4 KiB pattern (from `seed`) written at `write_at` reads back at `read_at`: the same address, or the same
+// memory through another mapping.
+bool round_trip(CUdeviceptr write_at, CUdeviceptr read_at, unsigned char seed) {
+  unsigned char pattern[4096], back[4096] = {};
+  for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 13);
+  return cuMemcpyHtoD(write_at, pattern, sizeof pattern) == CUDA_SUCCESS &&
+         cuMemcpyDtoH(back, read_at, sizeof back) == CUDA_SUCCESS && std::memcmp(back, pattern, sizeof back) == 0;
+}
 
 // KV the engine maps itself (kv_vmm.h), every call taking its handle: a tagged 64 MiB cuMemCreate with POSIX
 // fd export and RDMA, mapped, granted to devices 0 and 1, zeroed by PyTorch's fill kernel; an allocation
@@ -1038,27 +1085,9 @@ int vmm_kv_handles() {
   void* warm = nullptr;
   check(cudaMalloc(&warm, kMiB) == cudaSuccess, "warm-up allocation");
   torch_fill_kernel();  // its module loads before the KV, as an engine's kernels do
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  prop.allocFlags.gpuDirectRDMACapable = 1;
-  CUdeviceptr x = 0;
-  check(cuMemAddressReserve(&x, kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
-  CUmemGenericAllocationHandle h = 0;
-  tags.open_kv();
-  check(cuMemCreate(&h, kBytes, &prop, 0) == CUDA_SUCCESS, "create");
-  tags.close();
-  check(cuMemMap(x, kBytes, 0, h, 0) == CUDA_SUCCESS, "map");
-  CUmemAccessDesc grant[2] = {};
-  for (int d = 0; d < 2; ++d) {
-    grant[d].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    grant[d].location.id = d;
-    grant[d].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  }
-  check(cuMemSetAccess(x, kBytes, grant, 2) == CUDA_SUCCESS, "access for devices 0 and 1");
-  check(torch_fill(reinterpret_cast<void*>(x), kBytes, 0), "zeroed by PyTorch's fill kernel");
+  const CUmemAllocationProp prop = device_memory(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, true);
+  const std::vector<CUmemAccessDesc> grants = {read_write_for(0), read_write_for(1)};
+  const auto [x, h] = engine_vmm_tensor(tags, kBytes, prop, grants);
   void* after = nullptr;
   check(cudaMalloc(&after, 8 * kMiB) == cudaSuccess, "an allocation after the KV burst");
 
@@ -1069,8 +1098,7 @@ int vmm_kv_handles() {
             got.allocFlags.gpuDirectRDMACapable == 1,
         "properties are the engine's");
   CUmemGenericAllocationHandle retained = 0;
-  check(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(x + 4 * kMiB)) == CUDA_SUCCESS &&
-            retained == h,
+  check(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(x + 4 * kMiB)) == CUDA_SUCCESS && retained == h,
         "retain at an interior address gives the same handle");
   int fd = -1;
   check(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS && fd >= 0,
@@ -1085,23 +1113,17 @@ int vmm_kv_handles() {
   CUdeviceptr y = 0;
   check(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS &&
-            cuMemAddressReserve(&y, kBytes, 0, 0, 0) == CUDA_SUCCESS && cuMemMap(y, kBytes, 0, imported, 0) == CUDA_SUCCESS &&
-            cuMemSetAccess(y, kBytes, grant, 1) == CUDA_SUCCESS,
+            cuMemAddressReserve(&y, kBytes, 0, 0, 0) == CUDA_SUCCESS &&
+            cuMemMap(y, kBytes, 0, imported, 0) == CUDA_SUCCESS &&
+            cuMemSetAccess(y, kBytes, grants.data(), 1) == CUDA_SUCCESS,
         "the export imported and mapped again");
-  const auto written_is_read = [&](unsigned char seed, CUdeviceptr from) {
-    unsigned char pattern[4096], back[4096] = {};
-    for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 13);
-    return cuMemcpyHtoD(x + kBytes - sizeof pattern, pattern, sizeof pattern) == CUDA_SUCCESS &&
-           cuMemcpyDtoH(back, from + kBytes - sizeof pattern, sizeof back) == CUDA_SUCCESS &&
-           std::memcmp(back, pattern, sizeof back) == 0;
-  };
-  check(written_is_read(5, y), "the imported mapping sees what the engine's writes");
+  check(round_trip(x + kBytes - 4096, y + kBytes - 4096, 5), "the imported mapping sees what the engine's writes");
   check(cuMemUnmap(y, kBytes) == CUDA_SUCCESS && cuMemRelease(imported) == CUDA_SUCCESS &&
             cuMemAddressFree(y, kBytes) == CUDA_SUCCESS,
         "the imported mapping released");
   close(fd);
   check(cuMemRelease(h) == CUDA_SUCCESS && cuMemRelease(h) == CUDA_SUCCESS, "two releases while mapped");
-  check(written_is_read(9, x), "the memory stays while mapped");
+  check(round_trip(x + kBytes - 4096, x + kBytes - 4096, 9), "the memory stays while mapped");
   std::size_t mapped_free = 0, unmapped_free = 0, total = 0;
   check(cudaMemGetInfo(&mapped_free, &total) == cudaSuccess, "free memory while mapped");
   check(cuMemUnmap(x, kBytes) == CUDA_SUCCESS, "unmap");
@@ -1123,23 +1145,13 @@ int vmm_kv_edges() {
   constexpr std::size_t kBytes = 64 * kMiB;
   check(cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess, "CUDA initialisation");
   torch_fill_kernel();
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CUmemAccessDesc grant{};
-  grant.location = prop.location;
-  grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAccessDesc grant = read_write_for(0);
   CUdeviceptr va[2] = {};
   CUmemGenericAllocationHandle h[2] = {};
   for (int i = 0; i < 2; ++i) {
-    check(cuMemAddressReserve(&va[i], kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
-    tags.open_kv();
-    check(cuMemCreate(&h[i], kBytes, &prop, 0) == CUDA_SUCCESS, "create");
-    tags.close();
-    check(cuMemMap(va[i], kBytes, 0, h[i], 0) == CUDA_SUCCESS && cuMemSetAccess(va[i], kBytes, &grant, 1) == CUDA_SUCCESS,
-          "map and grant");
-    check(torch_fill(reinterpret_cast<void*>(va[i]), kBytes, 0), "zeroed by PyTorch's fill kernel");
+    const VmmTensor t = engine_vmm_tensor(tags, kBytes, device_memory(), {grant});
+    va[i] = t.va;
+    h[i] = t.handle;
   }
   void* after = nullptr;
   check(cudaMalloc(&after, 8 * kMiB) == cudaSuccess, "an allocation after the KV burst");
@@ -1150,16 +1162,11 @@ int vmm_kv_edges() {
   check(cuMemUnmap(va[1], kBytes) == CUDA_SUCCESS, "unmap of a whole tensor");
   check(cuMemMap(va[1], kBytes, 0, h[1], 0) == CUDA_SUCCESS && cuMemSetAccess(va[1], kBytes, &grant, 1) == CUDA_SUCCESS,
         "the same handle mapped again");
-  const auto round_trip = [](CUdeviceptr write_at, CUdeviceptr read_at, unsigned char seed) {
-    unsigned char pattern[4096], back[4096] = {};
-    for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(seed + i * 3);
-    return cuMemcpyHtoD(write_at, pattern, sizeof pattern) == CUDA_SUCCESS &&
-           cuMemcpyDtoH(back, read_at, sizeof back) == CUDA_SUCCESS && std::memcmp(back, pattern, sizeof back) == 0;
-  };
   check(round_trip(va[1] + kBytes / 2, va[1] + kBytes / 2, 21), "memory usable after mapping it again");
   // Tensor 0: a second mapping of its handle at another address sees the same bytes as the first.
   CUdeviceptr alias = 0;
-  check(cuMemAddressReserve(&alias, kBytes, 0, 0, 0) == CUDA_SUCCESS && cuMemMap(alias, kBytes, 0, h[0], 0) == CUDA_SUCCESS &&
+  check(cuMemAddressReserve(&alias, kBytes, 0, 0, 0) == CUDA_SUCCESS &&
+            cuMemMap(alias, kBytes, 0, h[0], 0) == CUDA_SUCCESS &&
             cuMemSetAccess(alias, kBytes, &grant, 1) == CUDA_SUCCESS,
         "a second mapping of the handle");
   check(round_trip(va[0] + 3 * kMiB, alias + 3 * kMiB, 43), "the second mapping sees what the first writes");
@@ -1185,23 +1192,8 @@ int vmm_kv_host_tail() {
   constexpr std::size_t kBytes = 256 * kMiB;
   check(cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess, "CUDA initialisation");
   torch_fill_kernel();
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  CUmemAccessDesc grant{};
-  grant.location = prop.location;
-  grant.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  CUdeviceptr va = 0;
-  CUmemGenericAllocationHandle h = 0;
-  check(cuMemAddressReserve(&va, kBytes, 0, 0, 0) == CUDA_SUCCESS, "reserve");
-  tags.open_kv();
-  check(cuMemCreate(&h, kBytes, &prop, 0) == CUDA_SUCCESS, "create");
-  tags.close();
-  check(cuMemMap(va, kBytes, 0, h, 0) == CUDA_SUCCESS && cuMemSetAccess(va, kBytes, &grant, 1) == CUDA_SUCCESS,
-        "map and grant");
-  check(torch_fill(reinterpret_cast<void*>(va), kBytes, 0), "zeroed by PyTorch's fill kernel");
+  const auto [va, h] =
+      engine_vmm_tensor(tags, kBytes, device_memory(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), {read_write_for(0)});
   std::size_t free_bytes = 0, total = 0;
   check(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess, "free memory after the burst");
   void* ballast = nullptr;
@@ -1212,12 +1204,7 @@ int vmm_kv_host_tail() {
   cuGetErrorName(exported, &name);
   std::printf("export: %s\n", name ? name : "?");
   if (fd >= 0) close(fd);
-  unsigned char pattern[4096], back[4096] = {};
-  for (std::size_t i = 0; i < sizeof pattern; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
-  check(cuMemcpyHtoD(va + kBytes - sizeof pattern, pattern, sizeof pattern) == CUDA_SUCCESS &&
-            cuMemcpyDtoH(back, va + kBytes - sizeof pattern, sizeof back) == CUDA_SUCCESS &&
-            std::memcmp(back, pattern, sizeof back) == 0,
-        "the tensor's end usable");
+  check(round_trip(va + kBytes - 4096, va + kBytes - 4096, 1), "the tensor's end usable");
   check(cuMemUnmap(va, kBytes) == CUDA_SUCCESS && cuMemRelease(h) == CUDA_SUCCESS &&
             cuMemAddressFree(va, kBytes) == CUDA_SUCCESS && cudaFree(ballast) == cudaSuccess,
         "freed");
@@ -1257,6 +1244,7 @@ int main(int argc, char** argv) {
                "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
-               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles|vmm-kv-edges|vmm-kv-host-tail\n");
+               "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|"
+               "vmm-kv-handles|vmm-kv-edges|vmm-kv-host-tail\n");
   return 2;
 }
