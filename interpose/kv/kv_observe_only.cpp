@@ -62,6 +62,12 @@ void become_observe_only(std::string why) {
   g_observe_only.store(true, std::memory_order_release);
 }
 
+// Whether the engine's VMM calls still need following: in defer mode, until the process is observe-only (a
+// decision that stays; expandable segments map and unmap pages for as long as the process runs).
+bool watching() {
+  return mode_option() == policy::Mode::defer && !g_observe_only.load(std::memory_order_acquire);
+}
+
 std::optional<std::string> environment(const char* name) {
   const char* value = std::getenv(name);
   return value ? std::optional<std::string>(value) : std::nullopt;
@@ -83,7 +89,7 @@ void kv_observe_only_at_load() {
 }
 
 void kv_note_engine_reserve(std::uint64_t va, std::uint64_t bytes, int device) {
-  if (mode_option() != policy::Mode::defer) return;
+  if (!watching()) return;
   const std::uint64_t total = real_device_total(device);
   std::lock_guard<std::mutex> g(g_lock);
   if (!g_signals) g_signals = new policy::EngineMappedKv;
@@ -91,18 +97,20 @@ void kv_note_engine_reserve(std::uint64_t va, std::uint64_t bytes, int device) {
 }
 
 void kv_note_engine_address_free(std::uint64_t va) {
+  if (!watching()) return;
   std::lock_guard<std::mutex> g(g_lock);
   if (g_signals) g_signals->on_address_free(va);
 }
 
 void kv_note_engine_map(std::uint64_t va, std::uint64_t bytes, std::uint64_t handle) {
-  if (mode_option() != policy::Mode::defer) return;
+  if (!watching()) return;
   std::lock_guard<std::mutex> g(g_lock);
   if (!g_signals) g_signals = new policy::EngineMappedKv;
   g_signals->on_map(va, bytes, handle);
 }
 
 void kv_note_engine_unmap(std::uint64_t va, std::uint64_t bytes) {
+  if (!watching()) return;
   std::lock_guard<std::mutex> g(g_lock);
   if (g_signals) g_signals->on_unmap(va, bytes);
 }
