@@ -67,17 +67,28 @@ void CommitTrigger::capture_began(std::uint64_t stream) {
   // Captures before the KV burst (vLLM's graph-memory estimate while profiling) say nothing of
   // where the warm-ups after it run.
   if (state_ != State::armed) return;
-  if (is_capture_stream(stream) || capture_streams_used_ == kMaxCaptureStreams) return;
-  capture_streams_[capture_streams_used_++] = stream;
+  captured_ = true;
+  remember_start_up_stream(stream);
+}
+
+void CommitTrigger::remember_start_up_stream(std::uint64_t stream) {
+  if (is_start_up_stream(stream) || start_up_streams_used_ == kMaxStartUpStreams) return;
+  start_up_streams_[start_up_streams_used_++] = stream;
+}
+
+void CommitTrigger::stream_destroyed(std::uint64_t stream) {
+  const auto end = start_up_streams_.begin() + static_cast<std::ptrdiff_t>(start_up_streams_used_);
+  const auto kept = std::remove(start_up_streams_.begin(), end, stream);
+  start_up_streams_used_ = static_cast<std::size_t>(kept - start_up_streams_.begin());
 }
 
 void CommitTrigger::capture_ended(std::uint64_t) {
   if (open_captures_ > 0) --open_captures_;
 }
 
-bool CommitTrigger::is_capture_stream(std::uint64_t stream) const {
-  const auto end = capture_streams_.begin() + static_cast<std::ptrdiff_t>(capture_streams_used_);
-  return std::find(capture_streams_.begin(), end, stream) != end;
+bool CommitTrigger::is_start_up_stream(std::uint64_t stream) const {
+  const auto end = start_up_streams_.begin() + static_cast<std::ptrdiff_t>(start_up_streams_used_);
+  return std::find(start_up_streams_.begin(), end, stream) != end;
 }
 
 bool CommitTrigger::needs_kernel_reach() const {
@@ -85,7 +96,7 @@ bool CommitTrigger::needs_kernel_reach() const {
          !config_.serving_port_commits && !captured();
 }
 
-CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream, KvReach reach) {
+CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream, KvReach reach, StreamAge age) {
   if (!can_commit()) return CommitReason::none;
   if (serving_) return CommitReason::serving_port_open;
   switch (config_.mode) {
@@ -96,7 +107,13 @@ CommitReason CommitTrigger::on_kernel_launch(std::uint64_t stream, KvReach reach
     case TriggerMode::automatic:
       if (!config_.graphs_expected) return CommitReason::launch_without_graphs;
       if (needs_kernel_reach() && reach != KvReach::none) return CommitReason::kv_launch_before_capture;
-      if (!captured() || is_capture_stream(stream)) return CommitReason::none;
+      if (!captured()) {
+        // Before the first capture, a stream new since the deferral is the capture loop's (graph_capture()
+        // makes it current right before the loop); the engine's serving streams were in use before.
+        if (age == StreamAge::new_since) remember_start_up_stream(stream);
+        return CommitReason::none;
+      }
+      if (is_start_up_stream(stream)) return CommitReason::none;
       return CommitReason::launch_off_capture_streams;
   }
   return CommitReason::none;

@@ -34,12 +34,19 @@ enum class KvReach : std::uint8_t {
   unknown,  // the driver could not describe the kernel's parameters
 };
 
+// When a stream carried its first kernel in this process, relative to the KV deferral (arm()).
+enum class StreamAge : std::uint8_t {
+  in_use_before,  // it ran kernels before the deferral (the engine's main stream, its forward stream), or
+                  // kvremap cannot tell (its table of streams is full, or the handle was destroyed and reused)
+  new_since,      // its first kernel came after the deferral
+};
+
 // Why a decision point commits, for the trace and the log.
 enum class CommitReason : std::uint8_t {
   none,                        // not now
   graph_launch,                // a graph replay outside capture reads the KV cache
   kv_access,                   // a copy, memset, IPC handle, export or range query touching a KV tensor
-  launch_off_capture_streams,  // a kernel on a stream no capture ran on, after captures: serving
+  launch_off_capture_streams,  // after captures, a kernel on a stream neither they nor their warm-ups ran on: serving
   launch_without_graphs,       // a kernel after the burst of an engine that will not capture
   kv_launch_before_capture,    // a kernel reaching KV before any capture, no serving port to wait for
   first_launch,                // KVREMAP_COMMIT=first-launch
@@ -63,8 +70,13 @@ bool commits_at_serving(CommitReason reason);
 //   that take KV addresses, and the first of them commits; compile warm-ups and autotuning, which
 //   skip attention, stay deferred;
 // - once a capture has begun: kernel launches on the streams captures ran on (the warm-up forwards
-//   each engine runs on its capture stream before every capture). vLLM's and SGLang's serving runs
-//   on other streams (the default or a forward stream), so its first kernel commits;
+//   each engine runs on its capture stream before every capture), and on the streams whose first
+//   kernel came after the deferral and before the first capture: the stream graph_capture() makes
+//   current for the capture loop, where Model Runner V2 runs the warm-ups of FULL graphs it captures
+//   on PyTorch's process-wide capture stream (vLLM v1/worker/gpu/cudagraph_utils.py:321-365). vLLM's
+//   and SGLang's serving runs on streams in use before the deferral (the stream the model ran on while
+//   loading and profiling) or first used once serving begins (SGLang's overlap forward stream), so its
+//   first kernel commits;
 // - while any capture is open: everything (a capture records work rather than running it, and
 //   committing would synchronise, which a capture forbids).
 // Any graph launch outside capture, and any access to a KV tensor by copy, memset, export or range
@@ -81,6 +93,8 @@ class CommitTrigger {
   void arm();
   void capture_began(std::uint64_t stream);
   void capture_ended(std::uint64_t stream);
+  // The engine destroyed `stream`: a stream created later may get its handle, and is not its warm-ups.
+  void stream_destroyed(std::uint64_t stream);
   // The engine's server listens: no start-up window is open from here on.
   void serving_started() { serving_ = true; }
 
@@ -89,7 +103,7 @@ class CommitTrigger {
   // Whether the next on_kernel_launch depends on what the launch's parameters reach: only then need the
   // caller read them.
   bool needs_kernel_reach() const;
-  CommitReason on_kernel_launch(std::uint64_t stream, KvReach reach);
+  CommitReason on_kernel_launch(std::uint64_t stream, KvReach reach, StreamAge age);
   CommitReason on_graph_launch();
   CommitReason on_kv_access();
   CommitReason on_manual_commit();
@@ -98,22 +112,26 @@ class CommitTrigger {
   bool armed() const { return state_ == State::armed; }
   bool is_committed() const { return state_ == State::committed; }
   int open_captures() const { return open_captures_; }
-  bool captured() const { return capture_streams_used_ > 0; }
+  bool captured() const { return captured_; }
 
  private:
   enum class State : std::uint8_t { waiting, armed, committed };
   bool can_commit() const { return state_ == State::armed && open_captures_ == 0; }
-  bool is_capture_stream(std::uint64_t stream) const;
+  // A stream captures ran on, or the capture loop's warm-up stream.
+  bool is_start_up_stream(std::uint64_t stream) const;
 
   TriggerConfig config_;
   State state_ = State::waiting;
   int open_captures_ = 0;
   bool serving_ = false;
-  // Streams captures began on (engines use one or two); beyond the table, a further stream makes
-  // its launches commit, which is never wrong.
-  static constexpr std::size_t kMaxCaptureStreams = 16;
-  std::array<std::uint64_t, kMaxCaptureStreams> capture_streams_{};
-  std::size_t capture_streams_used_ = 0;
+  bool captured_ = false;  // a capture began after arm()
+  // Streams captures began on after arm(), and streams new since arm() that ran kernels before the first
+  // capture (engines use one to three); beyond the table, a further stream makes its launches commit,
+  // which is never wrong.
+  static constexpr std::size_t kMaxStartUpStreams = 16;
+  std::array<std::uint64_t, kMaxStartUpStreams> start_up_streams_{};
+  std::size_t start_up_streams_used_ = 0;
+  void remember_start_up_stream(std::uint64_t stream);
 };
 
 }  // namespace kvremap::policy

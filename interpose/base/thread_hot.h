@@ -32,6 +32,8 @@ struct alignas(64) ThreadHot {
   std::uint64_t ring_room_end = 0;
   trace_detail::HotRing* ring = nullptr;  // null until the thread's buffer exists
   bool hook_registered = false;           // guard.h: this thread's hook_depth is in the exit drain's list
+  // stream_ages.h: the stream of this thread's last kernel launch in defer mode (none yet: no stream key).
+  std::uint64_t last_launch_stream = ~std::uint64_t{0};
 };
 static_assert(sizeof(ThreadHot) == 64);
 

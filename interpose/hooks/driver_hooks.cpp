@@ -314,6 +314,13 @@ KVREMAP_BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, true)
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture, false)
 KVREMAP_END_CAPTURE_HOOK(cuStreamEndCapture_ptsz, true)
 
+// Before the driver may hand the handle to a new stream.
+KVREMAP_HOOK CUresult cuStreamDestroy_v2(CUstream stream) {
+  KVREMAP_ENTER(cuStreamDestroy_v2, stream);
+  kv_stream_destroyed(capture_stream_key(stream, false));
+  return real(stream);
+}
+
 KVREMAP_HOOK CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   KVREMAP_ENTER(cuGraphInstantiateWithFlags, exec, graph, flags);
   return instantiate(real, exec, graph, flags, "cuGraphInstantiateWithFlags");

@@ -100,6 +100,7 @@ extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_ve
   X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 0, true, point)              \
   X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0, false, point)                         \
   X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 0, true, point)                     \
+  X(cuStreamDestroy_v2, cuStreamDestroy, 4000, 0, false, point)                             \
   X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, false, none)        \
   X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0, false, none)      \
   X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 0, true, none)  \

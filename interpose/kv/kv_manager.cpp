@@ -76,6 +76,7 @@ void defer_locked(DeviceKv& d) {
   }
   d.deferred = true;
   start_post_kv_peaks(d.device, true);
+  d.stream_epoch = begin_stream_epoch();
   d.trigger.arm();
   const KvState& k = K();
   kv_event([&] {
@@ -421,7 +422,7 @@ void before_launch(std::uint64_t stream, const KernelLaunch& launch) {
   if (d.deferred_bytes == 0) return;
   if (serving_flag_set()) d.trigger.serving_started();
   const policy::KvReach reach = d.trigger.needs_kernel_reach() ? deferred_reach(d, launch) : policy::KvReach::none;
-  const policy::CommitReason reason = d.trigger.on_kernel_launch(stream, reach);
+  const policy::CommitReason reason = d.trigger.on_kernel_launch(stream, reach, stream_age(stream, d.stream_epoch));
   if (reason != policy::CommitReason::none) commit_locked(d, reason, "a kernel launch");
 }
 
@@ -448,6 +449,15 @@ void kv_capture_began(std::uint64_t stream) {
   std::lock_guard<std::mutex> g(k.lock);
   for (auto& d : k.devices)
     if (d) d->trigger.capture_began(stream);
+}
+
+void kv_stream_destroyed(std::uint64_t stream) {
+  if (!kv_mode()) return;
+  note_stream_destroyed(stream);
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  for (auto& d : k.devices)
+    if (d) d->trigger.stream_destroyed(stream);
 }
 
 void kv_listening(int fd) {

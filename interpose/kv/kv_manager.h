@@ -10,6 +10,7 @@
 #include "interpose/base/library.h"
 #include "interpose/kv/kv_tags.h"
 #include "interpose/kv/launch_parameters.h"
+#include "interpose/kv/stream_ages.h"
 #include "policy/kv_recognition.h"
 
 namespace kvremap::interpose {
@@ -74,7 +75,9 @@ inline void kv_before(KvPoint point) {
 // fill (policy::is_zero_fill_kernel), which the commit's zero-fill replays; after the deferral, the
 // commit trigger decides, told what the parameters reach where its rules need it.
 inline void kv_before_launch(std::uint64_t stream, const KernelLaunch& launch) {
-  if (kv_mode() && kv_detail::g_active.load(std::memory_order_relaxed) != 0) kv_detail::before_launch(stream, launch);
+  if (!kv_mode()) return;
+  note_stream_launch(stream);
+  if (kv_detail::g_active.load(std::memory_order_relaxed) != 0) kv_detail::before_launch(stream, launch);
 }
 // Before a copy, memset, IPC handle, export or range query of [address, address + bytes): commits
 // first when that touches deferred KV (the call could be serving reading or writing the cache). On a
@@ -101,6 +104,9 @@ void kv_capture_began(std::uint64_t stream);
 // process of the engine commits its deferred KV before its next kernel launch.
 void kv_listening(int fd);
 void kv_capture_ended(std::uint64_t stream);
+// Before the engine destroys `stream` (capture_stream_key()): its handle may come back for a new stream,
+// which is neither a capture stream nor the capture loop's warm-up stream.
+void kv_stream_destroyed(std::uint64_t stream);
 // At exit, before the summary: the serving peaks since each device's commit.
 void kv_at_exit();
 // An allocation hook is about to return out of memory for `bytes` (set_out_of_memory_hook): after the

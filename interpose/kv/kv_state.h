@@ -67,6 +67,8 @@ struct DeviceKv {
   policy::CommitReason commit_reason = policy::CommitReason::none;  // what committed it
   std::uint64_t deferred_bytes = 0;
   policy::CommitTrigger trigger;
+  // The stream epoch of the deferral (stream_ages.h): streams whose first kernel came later are new since it.
+  std::uint64_t stream_epoch = 0;
   // What the commit measured, kept to be written again at exit with the serving peak.
   std::optional<policy::Profile> profile;
   std::string profile_name;

@@ -17,7 +17,7 @@ constexpr std::uint64_t kForward = 0x5200;  // SGLang's overlap-scheduler forwar
 
 // One step of an engine's sequence after the KV burst, as the interposer reports it.
 struct Step {
-  enum Kind { launch, graph_launch, capture_begin, capture_end, kv_access };
+  enum Kind { launch, graph_launch, capture_begin, capture_end, kv_access, stream_destroyed };
   Step(Kind k, std::uint64_t s = kMain, std::string w = "", KvReach r = KvReach::none)
       : kind(k), stream(s), what(std::move(w)), reach(r) {}
   Kind kind;
@@ -25,6 +25,11 @@ struct Step {
   std::string what;  // the engine's own name for the step, for failure messages
   KvReach reach;     // what a launch's parameters reach
 };
+
+// The engine's main and forward streams ran kernels before the deferral; the others are first used after.
+StreamAge age_of(std::uint64_t stream) {
+  return stream == kMain || stream == kForward ? StreamAge::in_use_before : StreamAge::new_since;
+}
 
 // Feeds `steps` after arming; returns the index of the step that committed (-1: none) and its reason.
 std::pair<int, CommitReason> run(TriggerConfig config, const std::vector<Step>& steps) {
@@ -34,7 +39,10 @@ std::pair<int, CommitReason> run(TriggerConfig config, const std::vector<Step>& 
     CommitReason r = CommitReason::none;
     switch (steps[i].kind) {
       case Step::launch:
-        r = t.on_kernel_launch(steps[i].stream, steps[i].reach);
+        r = t.on_kernel_launch(steps[i].stream, steps[i].reach, age_of(steps[i].stream));
+        break;
+      case Step::stream_destroyed:
+        t.stream_destroyed(steps[i].stream);
         break;
       case Step::graph_launch:
         r = t.on_graph_launch();
@@ -158,7 +166,7 @@ TEST(CommitTrigger, ManualModeWaitsForTheEngineButNotForAReplay) {
   CommitTrigger t({TriggerMode::manual, false});
   EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "not armed yet";
   t.arm();
-  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none);
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none);
   t.capture_began(kCapture);
   EXPECT_EQ(t.on_manual_commit(), CommitReason::none) << "a capture is open";
   t.capture_ended(kCapture);
@@ -170,7 +178,7 @@ TEST(CommitTrigger, ManualModeWaitsForTheEngineButNotForAReplay) {
 
 TEST(CommitTrigger, NothingBeforeTheBurstIsOver) {
   CommitTrigger t(kEagerEngine);
-  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none);
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none);
   EXPECT_EQ(t.on_graph_launch(), CommitReason::none);
   EXPECT_EQ(t.on_kv_access(), CommitReason::none);
 }
@@ -182,8 +190,9 @@ TEST(CommitTrigger, StreamsBeyondTheTableAreServingStreams) {
     t.capture_began(s);
     t.capture_ended(s);
   }
-  EXPECT_EQ(t.on_kernel_launch(3, KvReach::none), CommitReason::none) << "a capture stream";
-  EXPECT_EQ(t.on_kernel_launch(39, KvReach::none), CommitReason::launch_off_capture_streams) << "never recorded";
+  EXPECT_EQ(t.on_kernel_launch(3, KvReach::none, StreamAge::in_use_before), CommitReason::none) << "a capture stream";
+  EXPECT_EQ(t.on_kernel_launch(39, KvReach::none, StreamAge::in_use_before), CommitReason::launch_off_capture_streams)
+      << "never recorded";
 }
 
 // vLLM's graph-memory estimate captures on a side stream while profiling, before the KV burst; the
@@ -194,7 +203,8 @@ TEST(CommitTrigger, CapturesBeforeTheBurstDoNotCount) {
   t.capture_ended(kForward);
   t.arm();
   EXPECT_FALSE(t.captured());
-  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "autotune after the burst";
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none)
+      << "autotune after the burst";
 }
 
 // vLLM when its attention backend cannot capture and attention is not compiled piecewise: it sets
@@ -208,19 +218,22 @@ TEST(CommitTrigger, TheServingPortOpeningEndsEveryStartUpWindow) {
     CommitTrigger t({mode, true});
     t.arm();
     for (int i = 0; i < 6; ++i)
-      EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "compile warm-up";
+      EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none)
+          << "compile warm-up";
     t.serving_started();
     t.capture_began(kCapture);
-    EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "a capture is open";
+    EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none)
+        << "a capture is open";
     t.capture_ended(kCapture);
-    EXPECT_EQ(t.on_kernel_launch(kCapture, KvReach::none), CommitReason::serving_port_open)
+    EXPECT_EQ(t.on_kernel_launch(kCapture, KvReach::none, StreamAge::in_use_before), CommitReason::serving_port_open)
         << "even on a capture stream";
   }
   CommitTrigger waiting({TriggerMode::automatic, true});
   waiting.serving_started();
-  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none), CommitReason::none) << "nothing deferred yet";
+  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none)
+      << "nothing deferred yet";
   waiting.arm();
-  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none), CommitReason::serving_port_open);
+  EXPECT_EQ(waiting.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::serving_port_open);
   EXPECT_EQ(to_string(CommitReason::serving_port_open), "kernel launch after the serving port opened");
 }
 
@@ -278,4 +291,80 @@ TEST(CommitTrigger, KvReachMattersOnlyBeforeTheFirstCaptureOfAnEngineWithoutAPor
   }
   EXPECT_EQ(run({TriggerMode::manual, true}, {{Step::launch, kMain, "attention", KvReach::kv}}).first, -1)
       << "manual waits for kvremap_commit()";
+}
+
+namespace {
+
+constexpr std::uint64_t kDefaultCapture = 0x5300;  // PyTorch's process-wide torch.cuda.graph capture stream
+
+// vLLM Model Runner V2's capture loop (v1/worker/gpu/cudagraph_utils.py:321-365, at 017e9f4): inside one
+// graph_capture() — a side stream — PIECEWISE sizes first, warm-up and capture on that stream; then FULL
+// sizes, warm-up on that stream and capture on PyTorch's default_capture_stream (torch.cuda.graph with no
+// stream argument). Then warmup_kernels on the main stream.
+std::vector<Step> mrv2_start_up(bool piecewise) {
+  std::vector<Step> s;
+  for (int i = 0; i < 4; ++i) s.push_back({Step::launch, kMain, "compile-size dummy run / kernel_warmup"});
+  if (piecewise) append_capture_loop(s, 3, 1);
+  for (int size = 0; size < 3; ++size) {
+    s.push_back({Step::launch, kCapture, "FULL warm-up with attention", KvReach::kv});
+    s.push_back({Step::capture_begin, kDefaultCapture, "FULL capture"});
+    s.push_back({Step::launch, kDefaultCapture, "captured kernel"});
+    s.push_back({Step::capture_end, kDefaultCapture, "FULL capture end"});
+  }
+  return s;
+}
+
+}  // namespace
+
+// FULL graphs alone (FULL or FULL_DECODE_ONLY, forced by sequence parallelism or attention+quant fusion):
+// the FULL warm-ups run on graph_capture()'s stream, which no capture ever runs on. It is the stream whose
+// first kernel came after the deferral and before the first capture, so the warm-ups between captures stay
+// start-up work and the commit comes at warmup_kernels on the main stream, after the last capture.
+TEST(CommitTrigger, ModelRunnerV2sFullGraphWarmUpsStayDeferredUntilItsKernelWarmUp) {
+  for (bool piecewise : {false, true}) {
+    SCOPED_TRACE(piecewise ? "FULL_AND_PIECEWISE" : "FULL");
+    auto s = mrv2_start_up(piecewise);
+    const int warmup_kernels = static_cast<int>(s.size());
+    s.push_back({Step::launch, kMain, "warmup_kernels: execute_model"});
+    EXPECT_EQ(run(kGraphServer, s), std::make_pair(warmup_kernels, CommitReason::launch_off_capture_streams));
+  }
+}
+
+// Only a stream first used before the first capture joins the warm-up streams: one the engine first uses
+// once serving begins (SGLang's overlap forward stream, created early, first used by the warm-up request)
+// is serving, as is a stream that was in use before the deferral.
+TEST(CommitTrigger, AStreamFirstUsedAfterTheFirstCaptureIsServing) {
+  constexpr std::uint64_t kLater = 0x5400;
+  std::vector<Step> s;
+  append_capture_loop(s, 2, 1);
+  const int serving = static_cast<int>(s.size());
+  s.push_back({Step::launch, kLater, "first kernel on a stream new since the deferral"});
+  EXPECT_EQ(run(kGraphServer, s), std::make_pair(serving, CommitReason::launch_off_capture_streams));
+
+  CommitTrigger t(kGraphServer);
+  t.arm();
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before), CommitReason::none);
+  t.capture_began(kCapture);
+  t.capture_ended(kCapture);
+  EXPECT_EQ(t.on_kernel_launch(kMain, KvReach::none, StreamAge::in_use_before),
+            CommitReason::launch_off_capture_streams)
+      << "the main stream ran kernels before the first capture, but it was in use before the deferral";
+}
+
+// A destroyed stream's handle can come back for a stream created later: that stream is neither the capture
+// loop's nor a capture's, and its first kernel commits.
+TEST(CommitTrigger, ADestroyedStartUpStreamsHandleIsServingWhenReused) {
+  for (std::uint64_t destroyed : {kCapture, kDefaultCapture}) {
+    auto s = mrv2_start_up(false);
+    s.push_back({Step::stream_destroyed, destroyed, "the capture loop's stream destroyed"});
+    const int reused = static_cast<int>(s.size());
+    s.push_back({Step::launch, destroyed, "a new stream with the same handle"});
+    EXPECT_EQ(run(kGraphServer, s), std::make_pair(reused, CommitReason::launch_off_capture_streams)) << destroyed;
+  }
+  CommitTrigger t(kGraphServer);
+  t.arm();
+  t.capture_began(kCapture);
+  t.capture_ended(kCapture);
+  t.stream_destroyed(kCapture);
+  EXPECT_TRUE(t.captured()) << "a capture ran, whatever became of its stream";
 }

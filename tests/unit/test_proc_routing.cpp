@@ -177,8 +177,8 @@ TEST(ProcRouting, EveryHookHasTheKvRoleOfItsFamily) {
                              "cuMemGetAddressRange", "cuMemRetainAllocationHandle", "cuMemGetHandleForAddressRange"});
     EXPECT_EQ(reaches_memory, r.kv == KvRole::access);
     const bool trigger_event = starts(r.base_name, {"cuLaunchKernel", "cuGraphLaunch", "cuStreamBeginCapture",
-                                                    "cuStreamEndCapture", "cuMemGetInfo", "cuModuleLoadData",
-                                                    "cuLibraryLoadData"});
+                                                    "cuStreamEndCapture", "cuStreamDestroy", "cuMemGetInfo",
+                                                    "cuModuleLoadData", "cuLibraryLoadData"});
     EXPECT_EQ(trigger_event, r.kv == KvRole::point);
     if (r.kv == KvRole::place) placing.insert(std::string(r.base_name));
     // The calls that take a VMM handle or change a mapping translate kvremap's virtual handles (kv_vmm.h).
