@@ -36,6 +36,13 @@ enum class KvLayout {
   k_then_v,
 };
 
+// vLLM's cudagraph_mode (config/compilation.py CUDAGraphMode) under Model Runner V2: which graphs it captures.
+enum class CudagraphMode {
+  full_and_piecewise,  // the default: PIECEWISE graphs for every size, then FULL graphs
+  full,                // FULL graphs only (forced by sequence parallelism or attention+quant fusion)
+  piecewise,           // PIECEWISE graphs only
+};
+
 struct EngineOptions {
   EngineKind kind = EngineKind::vllm;
   double gpu_memory_utilization = 0.92;  // vLLM's default (config/cache.py:80)
@@ -46,6 +53,9 @@ struct EngineOptions {
   std::string kv_connector;                      // vLLM --kv-transfer-config: empty without a connector
   // How the KV cache is allocated (--kv-layout).
   KvLayout kv_layout = KvLayout::per_layer;
+  // vLLM's model runner: V1's start-up (false) or Model Runner V2's (VLLM_USE_V2_MODEL_RUNNER=1).
+  bool model_runner_v2 = false;
+  CudagraphMode cudagraph_mode = CudagraphMode::full_and_piecewise;  // Model Runner V2 only
   int device = 0;  // also the rank: the launcher runs rank r on device r
 };
 
@@ -120,7 +130,10 @@ class Engine {
   void post_kv();
   void autotune();
   void load_modules();
+  std::vector<std::size_t> sizes_largest_first() const;
   void capture_graphs_vllm();
+  void capture_graphs_vllm_v2();
+  void warmup_kernels_v2();
   void capture_graphs_sglang();
   CapturedGraph capture_one(std::size_t batch, CachingAllocator::PoolId pool, bool write_kv);
   void forward_for_batch(std::size_t batch, bool write_kv, void** output);
@@ -144,6 +157,9 @@ class Engine {
   cudaStream_t main_stream_ = nullptr;     // the engine's compute stream: everything but graph capture
   cudaStream_t current_stream_ = nullptr;  // main_stream_, or the side stream inside graph_capture()
   std::vector<cudaStream_t> capture_streams_;
+  // PyTorch's process-wide torch.cuda.graph capture stream (graphs.py default_capture_stream), created at
+  // the first capture that names no stream: Model Runner V2's FULL graphs.
+  cudaStream_t default_capture_stream_ = nullptr;
   std::unique_ptr<CachingAllocator> alloc_;
   std::unique_ptr<Kernels> kernels_;
 

@@ -26,10 +26,14 @@ void Engine::post_kv() {
                 o_.kind == EngineKind::vllm ? "--enforce-eager" : "--disable-cuda-graph");
     return;
   }
-  if (o_.kind == EngineKind::vllm)
-    capture_graphs_vllm();
-  else
+  if (o_.kind == EngineKind::sglang) {
     capture_graphs_sglang();
+  } else if (o_.model_runner_v2) {
+    capture_graphs_vllm_v2();
+    warmup_kernels_v2();
+  } else {
+    capture_graphs_vllm();
+  }
 }
 
 // Kernel autotuning (FlashInfer, Inductor max-autotune) after the KV cache exists: each candidate
@@ -67,6 +71,13 @@ void Engine::load_modules() {
   for (std::size_t i = 0; i < s_.module_count; ++i) modules_.push_back(load_generated_module(i, each));
   std::printf("vllm_like: phase post-KV: %zu modules loaded (%s GiB), free %s GiB\n", modules_.size(),
               gib(static_cast<double>(each * s_.module_count)).c_str(), gib(static_cast<double>(query_free())).c_str());
+}
+
+// Every engine captures its largest size first: later sizes reuse the pool blocks it took.
+std::vector<std::size_t> Engine::sizes_largest_first() const {
+  std::vector<std::size_t> sizes = s_.capture_sizes;
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  return sizes;
 }
 
 // One forward at a batch size on the current stream: two ping-pong intermediates (freed), the
@@ -121,8 +132,7 @@ Engine::CapturedGraph Engine::capture_one(std::size_t batch, CachingAllocator::P
 // dummy runs, then the capture.
 void Engine::capture_graphs_vllm() {
   begin_phase("post-KV (graph capture)");
-  std::vector<std::size_t> sizes = s_.capture_sizes;
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());  // largest first: later sizes reuse its blocks
+  const std::vector<std::size_t> sizes = sizes_largest_first();
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t free_before = query_free();
   const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
@@ -144,6 +154,64 @@ void Engine::capture_graphs_vllm() {
       gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str(), ipc_handles_);
 }
 
+// vLLM Model Runner V2 capture_model (v1/worker/gpu/model_runner.py:848-911 at 017e9f4): gc, empty_cache and a
+// query; then CudaGraphManager.capture (v1/worker/gpu/cudagraph_utils.py:307-374): inside one graph_capture()
+// (a new side stream), PIECEWISE sizes first, then FULL sizes, largest first. Each size's warm-up forward runs
+// on the side stream with attention metadata (prepare_inputs_to_capture, :606): its attention kernels take the
+// KV cache, though dummy slot mappings of PAD_SLOT_ID store nothing (block_table.py:209-217); the replica's
+// warm-up writes the decode region, which start-up leaves unchecked. A PIECEWISE graph is captured on that
+// stream; a FULL graph by torch.cuda.graph(graph, pool) with no stream, which synchronises, empties the cache
+// and captures on PyTorch's default_capture_stream. A query after the loop ("Graph capturing finished in N
+// secs, took X GiB").
+void Engine::capture_graphs_vllm_v2() {
+  begin_phase("post-KV (graph capture)");
+  const std::vector<std::size_t> sizes = sizes_largest_first();
+  const auto start = std::chrono::steady_clock::now();
+  alloc_->empty_cache();
+  const std::uint64_t free_before = query_free();
+  const CachingAllocator::PoolId pool = alloc_->create_graph_pool();
+  enter_graph_capture();
+  const cudaStream_t side = current_stream_;
+  std::size_t piecewise = 0, full = 0;
+  if (o_.cudagraph_mode != CudagraphMode::full)
+    for (std::size_t batch : sizes) {
+      forward_for_batch(batch, true, nullptr);
+      graphs_.push_back(capture_one(batch, pool, true));
+      ++piecewise;
+    }
+  if (o_.cudagraph_mode != CudagraphMode::piecewise)
+    for (std::size_t batch : sizes) {
+      forward_for_batch(batch, true, nullptr);
+      VLLM_LIKE_CHECK(cudaDeviceSynchronize());
+      if (default_capture_stream_ == nullptr)
+        VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&default_capture_stream_, cudaStreamNonBlocking));
+      use_stream(default_capture_stream_);
+      graphs_.push_back(capture_one(batch, pool, true));
+      use_stream(side);
+      ++full;
+    }
+  leave_graph_capture();
+  VLLM_LIKE_CHECK(cudaDeviceSynchronize());
+  const std::uint64_t free_after = query_free();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "vllm_like: phase post-KV: Graph capturing finished in %.0f secs, took %s GiB (%zu PIECEWISE and %zu FULL "
+      "graphs, "
+      "pool %s GiB), %d buffers shared over IPC\n",
+      secs, gib(static_cast<double>(free_before > free_after ? free_before - free_after : 0)).c_str(), piecewise, full,
+      gib(static_cast<double>(alloc_->pool_reserved(pool))).c_str(), ipc_handles_);
+}
+
+// Model Runner V2's warmup_kernels after capture_model (v1/worker/gpu_worker.py:808-810,
+// v1/worker/gpu/warmup.py:202): scheduler-realistic dummy requests through execute_model and sampling on the
+// main stream — a prefill, then decode steps — which write KV (start-up writes: not checked in serving).
+void Engine::warmup_kernels_v2() {
+  begin_phase("post-KV (warmup_kernels)");
+  for (std::size_t step = 0; step < 4; ++step) eager_forward(KvWrite{kDecodeRegion, graph_seed(step)});
+  kv_expected_[kDecodeRegion].reset();
+  std::printf("vllm_like: phase post-KV: warmup_kernels ran a prefill and 3 decode steps on the main stream\n");
+}
+
 // SGLang: model_runner init_device_graphs logs "Capture cuda graph begin" and "... end" around
 // CudaGraphRunner (each get_available_gpu_memory: empty_cache, then a query); its capture() enters
 // graph_capture() (a new side stream), queries once, then per batch size, largest first: a query
@@ -151,8 +219,7 @@ void Engine::capture_graphs_vllm() {
 // global pool on the capture stream (cuda_graph_runner.py capture / capture_one_batch_size).
 void Engine::capture_graphs_sglang() {
   begin_phase("post-KV (graph capture)");
-  std::vector<std::size_t> sizes = s_.capture_sizes;
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  const std::vector<std::size_t> sizes = sizes_largest_first();
   const auto start = std::chrono::steady_clock::now();
   alloc_->empty_cache();
   const std::uint64_t free_before = query_free();

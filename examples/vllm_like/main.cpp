@@ -51,6 +51,10 @@ void print_usage() {
       "                               (config/compilation.py:1433-1438); nothing on the line says eager\n"
       "  --kv-transfer-config JSON    a KV connector: each KV tensor is registered by CUDA IPC right\n"
       "                               after its allocation (LMCache's multi-process adapter)\n"
+      "  -cc.cudagraph_mode=MODE      FULL_AND_PIECEWISE (default), FULL, PIECEWISE or NONE; Model Runner V2\n"
+      "                               (VLLM_USE_V2_MODEL_RUNNER=1): PIECEWISE graphs on graph_capture()'s\n"
+      "                               stream, FULL graphs warmed up there and captured on PyTorch's\n"
+      "                               default capture stream\n"
       "  --first-request graph-replays|eager-prefill\n"
       "                               first serving step: graph replays (default) or an eager prefill\n"
       "                               longer than the largest captured size\n"
@@ -117,7 +121,16 @@ void check_combinations(const Cli& cli, const std::vector<std::string>& vllm_onl
 Cli parse_cli(int argc, char** argv) {
   Cli cli;
   std::vector<std::string> vllm_only, sglang_only;
-  bool first_request_given = false, device_given = false;
+  bool first_request_given = false, device_given = false, cudagraph_mode_given = false;
+  // vLLM picks its model runner from VLLM_USE_V2_MODEL_RUNNER (envs.py:2023-2025 at 017e9f4; unset means V2 in
+  // vLLM, V1's start-up in the replica).
+  if (const char* v2 = std::getenv("VLLM_USE_V2_MODEL_RUNNER")) {
+    const std::string_view value = v2;
+    if (value == "1" || value == "true" || value == "True")
+      cli.engine.model_runner_v2 = true;
+    else if (value != "0" && value != "false" && value != "False")
+      usage_error("VLLM_USE_V2_MODEL_RUNNER: '" + std::string(value) + "' is not 1 or 0");
+  }
   // `serve` first, as `vllm serve` and `sglang serve` start the engine's server (the replica opens no
   // port: its serving steps run in the process, as they would behind one).
   const int first_option = argc > 1 && std::string_view(argv[1]) == "serve" ? 2 : 1;
@@ -152,6 +165,23 @@ Cli parse_cli(int argc, char** argv) {
     } else if (arg == "--config" && has_value) {
       ++i;  // flags in a YAML file, as vLLM's --config: the replica reads none of them
       vllm_only.emplace_back(arg);
+    } else if (arg.starts_with("-cc.cudagraph_mode=")) {
+      // vLLM's dotted --compilation-config key (utils/argparse_utils.py); the replica models it for Model
+      // Runner V2 only.
+      const std::string_view mode = arg.substr(std::string_view("-cc.cudagraph_mode=").size());
+      if (mode == "FULL_AND_PIECEWISE")
+        cli.engine.cudagraph_mode = CudagraphMode::full_and_piecewise;
+      else if (mode == "FULL")
+        cli.engine.cudagraph_mode = CudagraphMode::full;
+      else if (mode == "PIECEWISE")
+        cli.engine.cudagraph_mode = CudagraphMode::piecewise;
+      else if (mode == "NONE")
+        cli.engine.cuda_graphs = false;
+      else
+        usage_error("-cc.cudagraph_mode: '" + std::string(mode) +
+                    "' is not FULL_AND_PIECEWISE, FULL, PIECEWISE or NONE");
+      vllm_only.emplace_back("-cc.cudagraph_mode");
+      cudagraph_mode_given = true;
     } else if (arg == "--graphs-dropped") {
       cli.engine.cuda_graphs = false;
       vllm_only.emplace_back(arg);
@@ -205,6 +235,8 @@ Cli parse_cli(int argc, char** argv) {
     for (int j = first; j <= i; ++j) cli.engine_args.emplace_back(argv[j]);
   }
   if (cli.scenario.empty()) usage_error("--scenario FILE is required");
+  if (cudagraph_mode_given && !cli.engine.model_runner_v2 && cli.engine.cuda_graphs)
+    usage_error("-cc.cudagraph_mode is modelled for Model Runner V2: set VLLM_USE_V2_MODEL_RUNNER=1");
   check_combinations(cli, vllm_only, sglang_only, first_request_given, device_given);
   return cli;
 }

@@ -1,4 +1,4 @@
-// When each stream ran its first kernel, against the KV deferrals: tells the capture loop's stream from the engine's own.
+// When each stream ran its first kernel, against the KV deferrals: the capture loop's stream told from the engine's.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -411,6 +412,48 @@ TEST(LearnedSizing, AOneAllocationKvCacheStartsAndTheSecondStartFits) {
     const Start second = start(*argv, profiles);
     expect_fits_on_device(second, first);
     EXPECT_EQ(second.u("kv deferred", "regions"), 1u);
+    EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
+  }
+}
+
+// vLLM Model Runner V2 (ENGINES-2026.md sequence A, finding 11): one KV allocation; after autotuning, one
+// graph_capture() stream where PIECEWISE graphs are warmed up and captured, and FULL graphs warmed up and then
+// captured on PyTorch's default capture stream; warmup_kernels on the main stream. With FULL graphs alone the
+// warm-up stream never captures: its warm-ups between captures stay start-up work, the commit comes after the
+// last capture (at warmup_kernels), so every capture is measured, and the second start holds its KV cache on
+// the device.
+TEST(LearnedSizing, ModelRunnerV2CommitsAfterItsLastCaptureAndTheSecondStartFits) {
+  for (const char* mode : {"FULL", "FULL_AND_PIECEWISE"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::string> argv = vllm_argv("0.95");
+    argv.insert(argv.begin() + 1, "serve");
+    argv.insert(argv.end(), {"--kv-layout", "one-allocation", std::string("-cc.cudagraph_mode=") + mode});
+    const std::vector<std::string> v2 = {"VLLM_USE_V2_MODEL_RUNNER=1"};
+    std::vector<std::string> stock_env = kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO);
+    stock_env.insert(stock_env.end(), v2.begin(), v2.end());
+    const RunResult stock = run_program(argv, stock_env, {"LD_PRELOAD"}, 120);
+    EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory: " << stock.out << stock.err;
+
+    const std::string profiles = make_temp_dir();
+    const Start first = start(argv, profiles, v2);
+    ASSERT_EQ(first.run.exit_code, 0) << first.run.out << first.run.err;
+    EXPECT_NE(first.run.out.find("KV verified"), std::string::npos) << first.run.out;
+    EXPECT_EQ(first.u("kv deferred", "regions"), 1u);
+    const auto* committed = first.event("kv committed");
+    ASSERT_NE(committed, nullptr);
+    EXPECT_EQ(committed->args.at("trigger"), "kernel launch off the capture streams");
+    const auto& captures = first.traces[0].captures;
+    ASSERT_GE(captures.size(), 2u);
+    std::set<std::string> capture_streams;
+    for (const auto& c : captures) {
+      capture_streams.insert(c.stream);
+      EXPECT_LT(c.event.ts_us + c.dur_us, committed->event.ts_us) << "a capture after the commit: unmeasured";
+    }
+    EXPECT_EQ(capture_streams.size(), std::string_view(mode) == "FULL" ? 1u : 2u)
+        << "FULL graphs on the default capture stream, PIECEWISE ones on graph_capture()'s";
+
+    const Start second = start(argv, profiles, v2);
+    expect_fits_on_device(second, first);
     EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
   }
 }
