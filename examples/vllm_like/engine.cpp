@@ -135,6 +135,9 @@ void Engine::init() {
     grow_non_torch();
     query_free();
     query_free();
+    // The overlap scheduler's forward stream, created here (ENGINES-2026.md sequence D, step 2) and first used
+    // by the server's warm-up request: every start-up kernel before runs on the default stream.
+    VLLM_LIKE_CHECK(cudaStreamCreateWithFlags(&forward_stream_, cudaStreamNonBlocking));
   }
 }
 
@@ -324,6 +327,14 @@ void Engine::allocate_kv() {
   std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
               gib(static_cast<double>(kv_bytes_)).c_str());
   kv_bytes_ = per_layer * s_.num_layers;
+  // SGLang's ReqToTokenPool comes first (model_runner_kv_cache_mixin.py _init_pools, memory_pool.py:247-268 at
+  // 1f5eeb6): torch.zeros of int32, (max_running_requests + 1) rows of context length + 4 slots (the decode
+  // over-allocation, mem_cache/common.py:252-259). It is paid from SGLang's reserve, not the KV budget.
+  if (o_.kind == EngineKind::sglang) {
+    const std::uint64_t bytes = (o_.max_running_requests + 1) * (o_.context_length + 4) * sizeof(std::int32_t);
+    req_to_token_ = allocate(bytes);
+    kernels_->torch_zeros(req_to_token_.ptr, bytes);
+  }
   // torch.zeros: an empty tensor, then PyTorch's fill kernel on the current stream (torch_fill.h).
   if (o_.kv_layout == KvLayout::one_allocation) {
     const Tensor whole = allocate(kv_bytes_);

@@ -56,6 +56,11 @@ struct EngineOptions {
   // vLLM's model runner: V1's start-up (false) or Model Runner V2's (VLLM_USE_V2_MODEL_RUNNER=1).
   bool model_runner_v2 = false;
   CudagraphMode cudagraph_mode = CudagraphMode::full_and_piecewise;  // Model Runner V2 only
+  // SGLang --context-length and --max-running-requests: the rows and columns of its req_to_token table. SGLang
+  // takes the context length from the model and the requests from its KV capacity (at least 2048,
+  // model_runner_kv_cache_mixin.py:1225-1238); the replica's defaults stand for a 32k-context model.
+  std::uint64_t context_length = 32768;
+  std::uint64_t max_running_requests = 2048;
   int device = 0;  // also the rank: the launcher runs rank r on device r
 };
 
@@ -90,7 +95,8 @@ class Engine {
 
   // cudaIpcGetMemHandle on `ptr`, as custom all-reduce does; fails the start-up if refused.
   void share_over_ipc(void* ptr);
-  // Legacy IPC must work on every non-KV tensor the engine holds (a VMM placement would break it).
+  // Legacy IPC must work on every non-KV tensor the engine holds (a VMM placement would break it), except
+  // SGLang's req_to_token table, which no other process opens and kvremap may place in its arena.
   void check_ipc_on_non_kv();
   int ipc_handles_ = 0;
   struct Tensor {
@@ -160,6 +166,8 @@ class Engine {
   // PyTorch's process-wide torch.cuda.graph capture stream (graphs.py default_capture_stream), created at
   // the first capture that names no stream: Model Runner V2's FULL graphs.
   cudaStream_t default_capture_stream_ = nullptr;
+  // SGLang's overlap-scheduler forward stream: serving runs there (null for vLLM, which serves on main_stream_).
+  cudaStream_t forward_stream_ = nullptr;
   std::unique_ptr<CachingAllocator> alloc_;
   std::unique_ptr<Kernels> kernels_;
 
@@ -173,6 +181,8 @@ class Engine {
   std::vector<void*> non_torch_;
   std::vector<Tensor> kv_;
   std::vector<Tensor> persistent_;
+  // SGLang's req_to_token table (allocate_kv): the scheduler writes a request's token slots into its row.
+  Tensor req_to_token_;
   std::vector<Tensor> autotune_resident_;
   std::vector<cudaLibrary_t> modules_;
   std::vector<CapturedGraph> graphs_;

@@ -18,6 +18,7 @@ namespace {
 constexpr std::uint32_t kFirstRequestSeed = 0xf1257000u;
 constexpr std::uint32_t kSecondRequestSeed = 0x5ec0d000u;
 constexpr std::uint32_t kEagerDecodeSeed = 0xdec00000u;
+constexpr std::uint32_t kReqToTokenSeed = 0x7e90c000u;
 
 const char* region_name(std::size_t region) {
   switch (region) {
@@ -78,28 +79,28 @@ void Engine::verify_prefix(KvRegion region, std::uint32_t seed, const std::strin
                                        std::to_string(words) + " sampled prefix words differ");
 }
 
-// Serving runs on the main stream. What start-up wrote into the decode region is not known (a
+// Serving runs on the main stream (vLLM) or the forward stream (SGLang). What start-up wrote into the decode region is not known (a
 // deferred KV cache kept it in scratch and zeroed it on commit); every other region still holds
 // torch.zeros and is checked as such until serving writes it.
 void Engine::begin_serving() {
   begin_phase("serving");
-  use_stream(main_stream_);
+  use_stream(forward_stream_ != nullptr ? forward_stream_ : main_stream_);
   kv_expected_.fill(0u);
   kv_expected_[kDecodeRegion].reset();
   if (mark_serving_start()) std::printf("vllm_like: phase serving: simcudart_mark_serving() called\n");
 }
 
-// A prefill too long for any captured graph: eager, on the main stream, at the serving activation peak
+// A prefill too long for any captured graph: eager, on the serving stream, at the serving activation peak
 // (the profiled one unless the scenario says more), writing the prompt's KV.
 void Engine::eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed) {
   eager_forward(KvWrite{region, seed}, s_.serving_activation_peak);
   kv_expected_[region] = seed;
   verify_kv(std::string("after the ") + request + "'s eager prefill");
-  std::printf("vllm_like: phase serving: %s: eager prefill of %zu tokens on the main stream, KV verified\n", request,
+  std::printf("vllm_like: phase serving: %s: eager prefill of %zu tokens on the serving stream, KV verified\n", request,
               tokens);
 }
 
-// One decode step: a replay of a captured graph (spread over the sizes, on the main stream), or an
+// One decode step: a replay of a captured graph (spread over the sizes, on the serving stream), or an
 // eager forward where there are no graphs.
 void Engine::decode_step(std::size_t step, std::size_t of_steps) {
   if (graphs_.empty()) {
@@ -112,7 +113,7 @@ void Engine::decode_step(std::size_t step, std::size_t of_steps) {
   }
   const std::size_t n = graphs_.size();
   const CapturedGraph& g = graphs_[of_steps > 1 ? (n - 1) * step / (of_steps - 1) : 0];
-  VLLM_LIKE_CHECK(cudaGraphLaunch(g.exec, main_stream_));
+  VLLM_LIKE_CHECK(cudaGraphLaunch(g.exec, current_stream_));
   kv_expected_[kDecodeRegion] = graph_seed(g.batch);
   verify_kv("after a graph replay");
   std::printf("vllm_like: phase serving: step %zu replayed the batch-%zu graph, KV verified\n", step, g.batch);
@@ -143,6 +144,11 @@ void Engine::serve_sglang() {
   begin_serving();
   const std::size_t largest =
       s_.capture_sizes.empty() ? 0 : *std::max_element(s_.capture_sizes.begin(), s_.capture_sizes.end());
+  // The scheduler admits the warm-up request into req_to_token row 1 (row 0 is the padding slot,
+  // memory_pool.py:268): its token slots, read back at the end of serving.
+  const std::uint64_t row = (o_.context_length + 4) * sizeof(std::int32_t);
+  std::uint8_t* const first_row = static_cast<std::uint8_t*>(req_to_token_.ptr) + row;
+  kernels_->fill(first_row, row, kReqToTokenSeed);
   eager_prefill("warm-up request", largest + 1, kFirstPromptRegion, kFirstRequestSeed);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
   verify_prefix(kFirstPromptRegion, kFirstRequestSeed, "reading the warm-up request's prefix back");
@@ -150,7 +156,12 @@ void Engine::serve_sglang() {
   eager_prefill("second request", largest + 1, kSecondPromptRegion, kSecondRequestSeed);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
   verify_kv("at the end of serving");
-  std::printf("vllm_like: phase serving: both requests served, KV verified, free %s GiB\n",
+  kernels_->check(first_row, row, kReqToTokenSeed);
+  kernels_->check(req_to_token_.ptr, row, 0);  // the padding row: still torch.zeros
+  if (const std::uint32_t bad = kernels_->take_mismatches(); bad != 0)
+    throw EngineExit(kExitFailure, "req_to_token verification failed at the end of serving: " + std::to_string(bad) +
+                                       " sampled words differ");
+  std::printf("vllm_like: phase serving: both requests served, KV and req_to_token verified, free %s GiB\n",
               gib(static_cast<double>(query_free())).c_str());
 }
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +62,8 @@ void print_usage() {
       "SGLang:\n"
       "  --mem-fraction-static F      share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
       "  --disable-cuda-graph         no CUDA-graph capture; prefill and decode run eagerly\n"
+      "  --context-length N           the model's context length (default 32768): req_to_token's columns\n"
+      "  --max-running-requests N     requests served at once (default 2048): req_to_token's rows\n"
       "  --chunked-prefill-size N     prefill chunk in tokens (-1: off), as SGLang takes it; the replica's\n"
       "                               prefill activations come from the scenario (serving.activation_peak)\n"
       "Both:\n"
@@ -82,12 +85,14 @@ double fraction(const char* flag, const char* text, bool allow_one) {
   return value;
 }
 
-int count(const char* flag, const char* text, long minimum) {
+long count(const char* flag, const char* text, long minimum, long maximum = 1024) {
   char* end = nullptr;
+  errno = 0;
   const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < minimum || value > 1024)
-    usage_error(std::string(flag) + ": '" + text + "' is not an integer in [" + std::to_string(minimum) + ", 1024]");
-  return static_cast<int>(value);
+  if (end == text || *end != '\0' || errno != 0 || value < minimum || value > maximum)
+    usage_error(std::string(flag) + ": '" + text + "' is not an integer in [" + std::to_string(minimum) + ", " +
+                std::to_string(maximum) + "]");
+  return value;
 }
 
 std::uint64_t size_argument(const char* flag, const char* text) {
@@ -139,7 +144,7 @@ Cli parse_cli(int argc, char** argv) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;
     if (arg == "--ranks" && has_value) {
-      cli.ranks = count("--ranks", argv[++i], 1);
+      cli.ranks = static_cast<int>(count("--ranks", argv[++i], 1));
       continue;
     }
     const int first = i;
@@ -205,6 +210,13 @@ Cli parse_cli(int argc, char** argv) {
       if (end == tokens || *end != '\0' || value < -1)
         usage_error(std::string("--chunked-prefill-size: '") + tokens + "' is not a token count or -1");
       sglang_only.emplace_back(arg);
+    } else if (arg == "--context-length" && has_value) {
+      cli.engine.context_length = static_cast<std::uint64_t>(count("--context-length", argv[++i], 1, 1l << 24));
+      sglang_only.emplace_back(arg);
+    } else if (arg == "--max-running-requests" && has_value) {
+      cli.engine.max_running_requests =
+          static_cast<std::uint64_t>(count("--max-running-requests", argv[++i], 1, 1l << 20));
+      sglang_only.emplace_back(arg);
     } else if (arg == "--disable-cuda-graph") {
       cli.engine.cuda_graphs = false;
       sglang_only.emplace_back(arg);
@@ -219,7 +231,7 @@ Cli parse_cli(int argc, char** argv) {
       else
         usage_error("--kv-layout: '" + std::string(layout) + "' is not per-layer, one-allocation or k-then-v");
     } else if (arg == "--device" && has_value) {
-      cli.engine.device = count("--device", argv[++i], 0);
+      cli.engine.device = static_cast<int>(count("--device", argv[++i], 0));
       device_given = true;
     } else if (arg == "--engine" && has_value) {
       const std::string_view kind = argv[++i];
