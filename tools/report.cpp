@@ -65,6 +65,7 @@ void append_identity(std::string& out, const Trace& trace) {
   cli::append(out, "== {}\n", trace.source);
   cli::append(out, "process   {} (parent {}) on {}: {}\n", header.pid, header.ppid,
                  header.hostname.empty() ? "?" : header.hostname, header.cmdline);
+  if (header.engine_cmdline != header.cmdline) cli::append(out, "engine    {}\n", header.engine_cmdline);
   std::string options;
   for (const auto& [name, value] : header.options) options += fmt::format(" {}={}", name, value);
   cli::append(out, "library   {} (schema {}); options:{}\n", header.library_version,

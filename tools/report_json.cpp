@@ -120,6 +120,7 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
             {"ppid", h.ppid},
             {"hostname", h.hostname},
             {"cmdline", h.cmdline},
+            {"engine_cmdline", h.engine_cmdline},
             {"process_name", h.process_name},
             {"library_version", h.library_version},
             {"schema_version", h.schema_version},

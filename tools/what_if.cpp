@@ -59,11 +59,12 @@ double traced_share(const policy::EngineProfile& engine, const Settings& setting
 }  // namespace
 
 std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Settings& settings) {
-  // The header joins the command line with spaces; the engine's flags never contain one.
-  std::string nul_separated = process.header.cmdline;
+  // The line kvremap read the engine from (the process's own is a title in a renamed engine process). The
+  // header joins it with spaces; the engine's flags never contain one.
+  std::string nul_separated = process.header.engine_cmdline;
   std::replace(nul_separated.begin(), nul_separated.end(), ' ', '\0');
   const policy::EngineProfile engine = policy::profile_engine(policy::split_cmdline(nul_separated));
-  const double measured_share = traced_share(engine, settings, process.header.cmdline);
+  const double measured_share = traced_share(engine, settings, process.header.engine_cmdline);
   std::vector<Outcome> outcomes;
   for (const analysis::DeviceFigures& d : process.devices) {
     const analysis::KvFigures& kv = d.kv;

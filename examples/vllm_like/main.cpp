@@ -10,12 +10,14 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cuda_check.h"
 #include "engine.h"
+#include "process_tree.h"
 #include "rank_launcher.h"
 #include "scenario.h"
 
@@ -266,12 +268,36 @@ void print_simcuda_env(const Scenario& s, const Cli& cli) {
   if (devices > 1) std::printf("SIMCUDA_DEVICE_COUNT=%d\n", devices);
 }
 
+// `serve` runs the engine in a process of its own, as the engines' servers do; the title it takes.
+std::string engine_process_title(const Cli& cli) {
+  if (cli.engine.kind == EngineKind::sglang) return "sglang::scheduler_TP" + std::to_string(cli.engine.device);
+  return "VLLM::EngineCore";  // TP=1 runs its worker in the engine core (config/parallel.py:954-956, "uni")
+}
+
+StartMethod engine_start_method(const Cli& cli) {
+  if (cli.engine.kind == EngineKind::sglang) return StartMethod::spawn;
+  const char* method = std::getenv("VLLM_WORKER_MULTIPROC_METHOD");
+  if (method == nullptr || std::string_view(method) == "fork") return StartMethod::fork;
+  if (std::string_view(method) == "spawn") return StartMethod::spawn;
+  usage_error(std::string("VLLM_WORKER_MULTIPROC_METHOD: '") + method + "' is not fork or spawn");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Line-buffered even into a pipe, so phase lines and the failure line on stderr keep their order.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const Cli cli = parse_cli(argc, argv);
+  // A spawned engine process: its line is the multiprocessing bootstrap, its arguments come through a pipe.
+  const std::optional<std::vector<std::string>> spawned = spawned_engine_arguments(argc, argv);
+  std::vector<std::string> spawned_args;
+  std::vector<char*> spawned_argv;
+  if (spawned) {
+    spawned_args.push_back(argv[0]);
+    spawned_args.insert(spawned_args.end(), spawned->begin(), spawned->end());
+    for (std::string& a : spawned_args) spawned_argv.push_back(a.data());
+    spawned_argv.push_back(nullptr);
+  }
+  const Cli cli = spawned ? parse_cli(static_cast<int>(spawned_args.size()), spawned_argv.data()) : parse_cli(argc, argv);
   Scenario scenario;
   try {
     scenario = load_scenario(cli.scenario);
@@ -284,6 +310,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cli.ranks > 0) return launch_ranks(argv[0], cli.ranks, cli.engine_args);
+  // `serve`: this is the front process (vLLM's API server, SGLang's launch_server), which starts the engine
+  // process and waits; the engine process renames itself before any CUDA call.
+  bool engine_process = spawned.has_value();
+  if (!engine_process && !cli.engine_args.empty() && cli.engine_args.front() == "serve") {
+    if (const std::optional<int> status = start_engine_process(engine_start_method(cli), cli.engine_args))
+      return *status;
+    engine_process = true;  // the forked child
+  }
+  if (engine_process) set_process_title(argc, argv, engine_process_title(cli));
   // The engine's native extensions, loaded as `import vllm` loads vllm/_C.abi3.so, before any CUDA call:
   // VLLM_LIKE_EXTENSIONS, colon-separated paths (tests give builds that differ only in their build id).
   if (const char* extensions = std::getenv("VLLM_LIKE_EXTENSIONS")) {

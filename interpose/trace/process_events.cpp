@@ -28,9 +28,9 @@ constexpr int kMaxTraceNameTries = 1000;
 
 // The command line as one string, arguments separated by spaces, with every secret redacted
 // (policy/redact.h): a trace is a file others may be shown, an API key or token must never reach it.
-std::string command_line() {
+std::string joined_redacted(const std::vector<std::string>& argv) {
   std::string joined;
-  for (const std::string& arg : policy::redact_command_line(own_command_line())) {
+  for (const std::string& arg : policy::redact_command_line(argv)) {
     if (!joined.empty()) joined += ' ';
     joined += arg;
   }
@@ -51,13 +51,15 @@ void append_options(std::string& out) {
   out += '}';
 }
 
-void write_header(const char* host, const std::string& cmdline) {
+void write_header(const char* host, const std::string& cmdline, const std::string& engine_cmdline) {
   std::string& header = event_head("M", "kvremap", "kvremap_trace");
   header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)",
                         policy::kTraceSchemaVersion, KVREMAP_VERSION_STRING);
   append_json_string(header, host);
   header += fmt::format(R"(,"pid":{},"ppid":{},"cmdline":)", process_id(), getppid());
   append_json_string(header, cmdline);
+  header += R"(,"engine_cmdline":)";
+  append_json_string(header, engine_cmdline);
   timespec real{};
   clock_gettime(CLOCK_REALTIME, &real);
   header += R"(,"start_unix_ns":)";
@@ -100,7 +102,7 @@ void open_trace() {
   std::string path = fmt::format("{}/kvremap-{}-{}.json", options().trace_dir, host, process_id());
   std::string first = fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":{},"ts":0,"args":{{"name":)",
                                   process_id(), current_tid());
-  const std::string cmdline = command_line();
+  const std::string cmdline = joined_redacted(own_command_line());
   append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
   first += "}}";
   trace().set_hot_formatter(format_hot_record);
@@ -114,7 +116,7 @@ void open_trace() {
                std::strerror(errno));
     return;
   }
-  write_header(host, cmdline);
+  write_header(host, cmdline, joined_redacted(engine_command_line()));
   for (const policy::OptionProblem& p : option_problems()) write_option_error(p);
   log().info("trace: {}", path);
 }

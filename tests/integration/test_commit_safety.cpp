@@ -166,6 +166,13 @@ TEST(CommitSafety, EveryStartUpServesOnlyFromCommittedKv) {
     ASSERT_NE(committed, nullptr);
     EXPECT_EQ(committed->args.at("trigger"), s.trigger);
     EXPECT_EQ(deferred->args.at("engine"), s.engine);
+    if (std::string_view(s.engine) == "sglang") {
+      // `sglang serve`: the scheduler is a spawned process renamed before any CUDA call; kvremap read the
+      // engine from the line its root handed down.
+      EXPECT_EQ(trace.header.cmdline.substr(0, trace.header.cmdline.find(' ')), "sglang::scheduler_TP0");
+      EXPECT_NE(trace.header.engine_cmdline.find(" serve --scenario "), std::string::npos)
+          << trace.header.engine_cmdline;
+    }
     const auto* serving = find_event(trace, "kv serving peaks");
     ASSERT_NE(serving, nullptr) << "the serving peaks since the commit, for the next start's sizing";
     EXPECT_GT(serving->event.ts_us, committed->event.ts_us);

@@ -415,6 +415,8 @@ Header read_header(const json& event, const std::string& source, std::size_t lin
   header.pid = int_at(args, "pid");
   header.ppid = int_at(args, "ppid");
   header.cmdline = string_at(args, "cmdline");
+  // Traces written before the field: the process's own line is the best there is.
+  header.engine_cmdline = args.contains("engine_cmdline") ? string_at(args, "engine_cmdline") : header.cmdline;
   header.start_unix_ns = int_at(args, "start_unix_ns");
   if (const json* options = member(args, "options")) header.options = read_options(*options);
   return header;

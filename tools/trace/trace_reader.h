@@ -68,7 +68,8 @@ struct Header {
   std::string hostname;
   std::int64_t pid = 0;
   std::int64_t ppid = 0;
-  std::string cmdline;
+  std::string cmdline;         // the process's own line (a process title where the engine renamed it)
+  std::string engine_cmdline;  // the line kvremap read the engine from (the root's, in a spawned child)
   std::int64_t start_unix_ns = 0;
   std::map<std::string, std::string> options;  // non-string option values are kept as their JSON text
   std::string process_name;                    // from the process_name metadata event; empty if absent

@@ -248,6 +248,7 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
                      {"pid", Kind::integer},
                      {"ppid", Kind::integer},
                      {"cmdline", Kind::string},
+                     {"engine_cmdline", Kind::string, false},
                      {"start_unix_ns", Kind::integer},
                      {"options", Kind::object}});
     }
