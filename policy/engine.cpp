@@ -10,18 +10,6 @@
 namespace kvremap::policy {
 namespace {
 
-EngineKind detect_kind(std::span<const std::string> argv) {
-  if (auto titled = title_kind(argv)) return *titled;
-  // Only the program and its first few words name the engine (`python3 -m vllm.entrypoints…`,
-  // `vllm serve`, `sglang serve`); a model path such as `org/vllm-tuned` later must not.
-  const std::size_t n = std::min<std::size_t>(argv.size(), 4);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (vllm_named_by(argv[i])) return EngineKind::vllm;
-    if (sglang_named_by(argv[i])) return EngineKind::sglang;
-  }
-  return EngineKind::other;
-}
-
 void read_flags(std::span<const std::string> argv, EngineProfile& p) {
   p.graphs_expected = false;
   p.eager_reason.clear();
@@ -68,7 +56,19 @@ std::optional<EngineKind> title_kind(std::span<const std::string> argv) {
   return std::nullopt;
 }
 
-EngineProfile profile_engine(std::span<const std::string> argv) { return with_kind(argv, detect_kind(argv)); }
+EngineKind named_engine(std::span<const std::string> argv) {
+  if (auto titled = title_kind(argv)) return *titled;
+  // Only the program and its first few words name the engine (`python3 -m vllm.entrypoints…`,
+  // `vllm serve`, `sglang serve`); a model path such as `org/vllm-tuned` later must not.
+  const std::size_t n = std::min<std::size_t>(argv.size(), 4);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (vllm_named_by(argv[i])) return EngineKind::vllm;
+    if (sglang_named_by(argv[i])) return EngineKind::sglang;
+  }
+  return EngineKind::other;
+}
+
+EngineProfile profile_engine(std::span<const std::string> argv) { return with_kind(argv, named_engine(argv)); }
 
 EngineProfile with_kind(std::span<const std::string> argv, EngineKind kind) {
   EngineProfile p;

@@ -47,10 +47,13 @@ struct EngineProfile {
 // then NULs); nullopt for any other line. A title carries none of the engine's flags.
 std::optional<EngineKind> title_kind(std::span<const std::string> argv);
 
-// The engine and its flags from one command line: the engine is named by the program or one of the first
-// few words (a model path later on the line does not count), or by a process title. Flags take both
-// `--flag v` and `--flag=v`. A process title names the engine but none of its flags: graphs are then not
-// expected.
+// The engine one command line names: by the program or one of the first few words (a model path later on
+// the line does not count), or by a process title; `other` for any other line.
+EngineKind named_engine(std::span<const std::string> argv);
+
+// The engine and its flags from one command line: the engine is the one the line names (named_engine).
+// Flags take both `--flag v` and `--flag=v`. A process title names the engine but none of its flags:
+// graphs are then not expected.
 EngineProfile profile_engine(std::span<const std::string> argv);
 
 // KVREMAP_ENGINE: `auto` keeps the detected kind; `vllm`/`sglang`/`other` replace it, and the engine's

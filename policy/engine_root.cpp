@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "policy/engine.h"
+
 namespace kvremap::policy {
 namespace {
 
@@ -107,6 +109,10 @@ std::optional<std::int64_t> parent_from_stat(std::string_view stat) {
 
 bool root_is_ancestor(const EngineRoot& root, std::span<const ProcessStamp> ancestors) {
   return std::find(ancestors.begin(), ancestors.end(), root.process) != ancestors.end();
+}
+
+bool adopts_root(std::span<const std::string> own, const EngineRoot& root) {
+  return named_engine(own) == EngineKind::other && named_engine(root.argv) != EngineKind::other;
 }
 
 }  // namespace kvremap::policy

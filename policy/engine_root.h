@@ -51,4 +51,12 @@ std::optional<std::int64_t> parent_from_stat(std::string_view stat);
 // process — an engine that exported it to a shell, a pid reused since — names none of them.
 bool root_is_ancestor(const EngineRoot& root, std::span<const ProcessStamp> ancestors);
 
+// Whether a process started by exec (not a multiprocessing child) whose own line is `own` takes a trusted
+// handed-down `root` as its engine's line rather than becoming a root itself: only when its own line names
+// no engine and the root's names one. A worker that a launcher execs below the engine — a Ray worker,
+// exec'd by the raylet that `vllm serve` started — then reads the engine's flags; a line that names an
+// engine itself (`vllm serve` started by a script below another engine) keeps its own, and below a root
+// that names no engine (`ray start --head`) every exec'd process keeps its own.
+bool adopts_root(std::span<const std::string> own, const EngineRoot& root);
+
 }  // namespace kvremap::policy

@@ -60,14 +60,35 @@ std::vector<policy::ProcessStamp> ancestors() {
 // The command line this process image was started with, read at load; a forked child keeps its
 // parent's, which is the line its code runs under.
 std::vector<std::string>* g_load_command_line = nullptr;
+// The root's line, where this process was started by exec and adopted its ancestor's root at load
+// (policy::adopts_root); a forked child keeps it too.
+std::vector<std::string>* g_adopted_root_line = nullptr;
+
+// The root in KVREMAP_ENGINE_ROOT, decoded, whoever left it there.
+std::optional<policy::EngineRoot> handed_down_root() {
+  const char* value = std::getenv(std::string(policy::kEngineRootVariable).c_str());
+  if (value == nullptr) return std::nullopt;
+  return policy::decode_engine_root(value);
+}
 
 // The root handed down by an ancestor, when it is one.
 std::optional<policy::EngineRoot> inherited_root() {
-  const char* value = std::getenv(std::string(policy::kEngineRootVariable).c_str());
-  if (value == nullptr) return std::nullopt;
-  std::optional<policy::EngineRoot> root = policy::decode_engine_root(value);
+  std::optional<policy::EngineRoot> root = handed_down_root();
   if (!root || !policy::root_is_ancestor(*root, ancestors())) return std::nullopt;
   return root;
+}
+
+// In a process started by exec whose own line names no engine: the line of the engine an ancestor
+// started it below, with that engine's serving flag mapped; nullopt where there is none to trust, or no
+// flag (a line whose flags expect graphs must hear the engine's port open: without the flag this process
+// keeps its own line, which expects none). The root stays in the environment, unchanged, for what this
+// process starts.
+std::optional<std::vector<std::string>> adopt_ancestor_root(const std::vector<std::string>& own) {
+  std::optional<policy::EngineRoot> root = handed_down_root();
+  if (!root || !policy::adopts_root(own, *root) || !policy::root_is_ancestor(*root, ancestors()) ||
+      !attach_serving_flag(root->process.pid, root->serving_flag_fd))
+    return std::nullopt;
+  return std::move(root->argv);
 }
 
 }  // namespace
@@ -80,7 +101,11 @@ void capture_command_line_at_load() {
     if (const auto root = inherited_root()) attach_serving_flag(root->process.pid, root->serving_flag_fd);
     return;
   }
-  // A process started by exec is the root of what it spawns: its line, secrets redacted, and its
+  if (std::optional<std::vector<std::string>> line = adopt_ancestor_root(argv)) {
+    g_adopted_root_line = new std::vector<std::string>(std::move(*line));
+    return;
+  }
+  // Any other process started by exec is the root of what it starts: its line, secrets redacted, and its
   // serving flag, for them.
   const auto self = stamp_of(std::to_string(::getpid()));
   if (!self) return;
@@ -95,6 +120,7 @@ void capture_command_line_at_load() {
 std::vector<std::string> own_command_line() { return cmdline_of(std::to_string(::getpid())); }
 
 std::vector<std::string> engine_command_line() {
+  if (g_adopted_root_line != nullptr) return *g_adopted_root_line;
   if (g_load_command_line != nullptr && !g_load_command_line->empty()) {
     if (!policy::is_multiprocessing_child(*g_load_command_line)) return *g_load_command_line;
     if (auto root = inherited_root()) return std::move(root->argv);

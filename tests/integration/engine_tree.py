@@ -46,8 +46,8 @@ def launch_touch(driver, target):
     check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
-def worker(ready=None, serve=None):
-    setproctitle.setproctitle("VLLM::Worker_TP0")
+def worker(ready=None, serve=None, title="VLLM::Worker_TP0"):
+    setproctitle.setproctitle(title)
     driver = ctypes.CDLL(os.environ["ENGINE_TREE_DRIVER"])
     check(driver.cuInit(0), "cuInit")
     device = ctypes.c_int(0)

@@ -1,16 +1,13 @@
-// vLLM's process tree as it starts today (engine_tree.py): spawned children renamed by setproctitle before
-// any CUDA call still read the engine's own command line, handed down from the process that started it.
+// vLLM's process trees as they start today: spawned children renamed by setproctitle before any CUDA call
+// (engine_tree.py), and Ray's workers, exec'd by a raylet (ray_tree.py), still read the engine's own
+// command line, handed down from the process that started it.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,17 +35,28 @@ struct TreeRun {
   std::vector<std::string> serving;   // each "kv serving port open" event's `where`
 };
 
+// How the tree runs under kvremap: LD_PRELOAD set by hand, or `kvremap run` in front of its command.
+enum class Under { preload, kvremap_run };
+
 // Debian's interpreter: Debian's python3-setproctitle is installed for it.
-TreeRun run_tree(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
+TreeRun run_tree(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                 Under under = Under::preload) {
   const std::string dir = make_temp_dir();
   std::vector<std::string> env = {"ENGINE_TREE_DRIVER=" SIMCUDA_DRIVER, "ENGINE_TREE_KERNELS=" ENGINE_TREE_KERNELS,
-                                  "SIMCUDA_DEVICE_MEMORY=4GiB",
-                                  "SIMCUDA_CONTEXT_BYTES=0",        "KVREMAP_MODE=defer",
-                                  "LD_PRELOAD=" KVREMAP_PRELOAD,    "KVREMAP_TRACE_DIR=" + dir};
+                                  "SIMCUDA_DEVICE_MEMORY=4GiB", "SIMCUDA_CONTEXT_BYTES=0", "KVREMAP_MODE=defer"};
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  TreeRun t;
   // A root handed down to the test itself is not the tree's.
-  t.run = run_program(argv, env, {std::string(kvremap::policy::kEngineRootVariable)}, 120);
+  std::vector<std::string> unset = {std::string(kvremap::policy::kEngineRootVariable)};
+  std::vector<std::string> command;
+  if (under == Under::preload) {
+    env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
+  } else {
+    command = {KVREMAP_CLI, "run", "--library", KVREMAP_PRELOAD, "--trace-dir", dir, "--"};
+    unset.insert(unset.end(), {"LD_PRELOAD", "KVREMAP_TRACE_DIR"});
+  }
+  command.insert(command.end(), argv.begin(), argv.end());
+  TreeRun t;
+  t.run = run_program(command, env, unset, 120);
   for (const std::string& file : trace_files(dir)) {
     for (const auto& e : kvremap::trace::read_trace(file).other_events)
       if (e.name == "kv deferred")
@@ -61,12 +69,71 @@ TreeRun run_tree(const std::vector<std::string>& argv, const std::vector<std::st
   return t;
 }
 
-// A process's pid and start time, as kvremap names an engine root.
-std::optional<kvremap::policy::ProcessStamp> stamp_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  return kvremap::policy::stamp_from_stat(pid, std::string((std::istreambuf_iterator<char>(in)),
-                                                          std::istreambuf_iterator<char>()));
+// A loopback port free now, for a root's --port.
+std::string free_port() {
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(probe, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(probe);
+  return std::to_string(ntohs(address.sin_port));
 }
+
+// A `vllm serve` of another tree (ray_tree.py with RAY_TREE_HOLD_ROOT=1), alive under kvremap while this
+// object lives: the root it hands its descendants is valid in every way — its pid and start time, a serving
+// flag any process of this user can map — but being an ancestor of the tree under test.
+class UnrelatedRoot {
+ public:
+  UnrelatedRoot() {
+    int out[2], in[2];
+    if (pipe(out) != 0) return;
+    if (pipe(in) != 0) {
+      close(out[0]);
+      close(out[1]);
+      return;
+    }
+    std::vector<std::string> argv = {"/usr/bin/python3", link_as(RAY_TREE, "vllm"), "serve", "org/model-b"};
+    std::vector<std::string> env =
+        kvremap::testing::child_environment({"LD_PRELOAD=" KVREMAP_PRELOAD, "RAY_TREE_HOLD_ROOT=1"},
+                                            {std::string(kvremap::policy::kEngineRootVariable), "KVREMAP_TRACE_DIR"});
+    std::vector<char*> args, envp;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+      execve(args[0], args.data(), envp.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    stdin_ = in[1];
+    char c = 0;
+    while (read(out[0], &c, 1) == 1 && c != '\n') value_ += c;
+    close(out[0]);
+  }
+  ~UnrelatedRoot() {
+    if (stdin_ >= 0) close(stdin_);  // it exits once its stdin closes
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  UnrelatedRoot(const UnrelatedRoot&) = delete;
+  UnrelatedRoot& operator=(const UnrelatedRoot&) = delete;
+  // Its KVREMAP_ENGINE_ROOT; empty when it could not be started or read.
+  const std::string& value() const { return value_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  std::string value_;
+};
 
 }  // namespace
 
@@ -88,26 +155,17 @@ TEST(EngineTree, ASpawnedRenamedWorkerReadsTheEnginesOwnCommandLine) {
   }
 }
 
-// A handed-down root that names no ancestor (here a live, unrelated process with its true start time) is
-// not trusted: the worker falls back to what /proc shows, its own title, which carries no flags.
+// A handed-down root that names no ancestor (here the root of a live `vllm serve` of another tree) is not
+// trusted: the worker falls back to what /proc shows, its own title, which carries no flags.
 TEST(EngineTree, ARootThatIsNoAncestorIsNotTrusted) {
-  const pid_t unrelated = fork();
-  ASSERT_GE(unrelated, 0);
-  if (unrelated == 0) {
-    pause();
-    _exit(0);
-  }
-  const auto stamp = stamp_of(unrelated);
-  ASSERT_TRUE(stamp.has_value());
-  const std::string root =
-      kvremap::policy::encode_engine_root({*stamp, {"/usr/local/bin/vllm", "serve", "org/model-a"}});
+  const UnrelatedRoot unrelated;
+  const std::string root = unrelated.value();
+  ASSERT_FALSE(root.empty());
   const std::string script = ENGINE_TREE;
   const TreeRun t = run_tree({"/usr/bin/python3", "-c",
                               "from multiprocessing.spawn import spawn_main; import runpy; runpy.run_path('" + script +
                                   "', run_name='standalone')"},
                              {std::string(kvremap::policy::kEngineRootVariable) + "=" + root});
-  kill(unrelated, SIGKILL);
-  waitpid(unrelated, nullptr, 0);
   ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
   ASSERT_EQ(t.deferred.size(), 1u) << t.run.err;
   EXPECT_EQ(t.deferred[0].engine, "vllm") << "the worker's own title names the engine";
@@ -119,18 +177,7 @@ TEST(EngineTree, ARootThatIsNoAncestorIsNotTrusted) {
 // is not the serving port — and once the root listens on its --port, the worker's first serving kernel
 // commits first, in another process than the one that listened.
 TEST(EngineTree, TheServingPortOpeningCommitsEveryProcessBeforeItServes) {
-  // A port free now, for the root's command line.
-  const int probe = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(probe, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const std::string port = std::to_string(ntohs(address.sin_port));
-  close(probe);
-
+  const std::string port = free_port();
   const std::string vllm = link_as(ENGINE_TREE, "vllm");
   const TreeRun t = run_tree({"/usr/bin/python3", vllm, "serve", "org/model-a", "--port", port},
                              {"ENGINE_TREE_SERVE=1", "KVREMAP_LOG_LEVEL=info"});
@@ -141,4 +188,59 @@ TEST(EngineTree, TheServingPortOpeningCommitsEveryProcessBeforeItServes) {
   EXPECT_EQ(t.serving, std::vector<std::string>{"port " + port}) << "only the root's --port, once";
   EXPECT_EQ(t.triggers, std::vector<std::string>{"kernel launch after the serving port opened"})
       << "not the start-up kernel beside the worker's own listening socket: " << t.run.err;
+}
+
+// `vllm serve --distributed-executor-backend ray` starting its Ray cluster itself: the worker is exec'd by a
+// raylet that the engine core started by exec, then execs itself once more (Ray's setup_worker.py), and is
+// titled `ray::RayWorkerWrapper`. Its own line names no engine, so it takes the line `vllm serve` handed
+// down: the flags decide graphs as for the spawned worker, and the root's serving flag reaches it, so with
+// graphs expected and none captured its first serving kernel commits once the root listens on its --port.
+TEST(RayTree, AWorkerExecdBelowVllmReadsVllmsLineAndHearsItsPortOpen) {
+  const std::string vllm = link_as(RAY_TREE, "vllm");
+  for (const bool eager : {true, false}) {
+    SCOPED_TRACE(eager ? "--enforce-eager" : "graphs");
+    const std::string port = free_port();
+    std::vector<std::string> argv = {
+        "/usr/bin/python3", vllm, "serve", "org/model-a", "--port", port, "--distributed-executor-backend", "ray"};
+    if (eager) argv.push_back("--enforce-eager");
+    const TreeRun t = run_tree(argv);
+    ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+    EXPECT_NE(t.run.out.find("engine_tree: worker titled ray::RayWorkerWrapper allocated its KV cache"),
+              std::string::npos)
+        << t.run.out;
+    EXPECT_NE(t.run.out.find("engine_tree: worker ran its first serving kernel"), std::string::npos) << t.run.out;
+    ASSERT_EQ(t.deferred.size(), 1u) << t.run.err;
+    EXPECT_EQ(t.deferred[0].engine, "vllm");
+    EXPECT_EQ(t.deferred[0].graphs_expected, !eager);
+    EXPECT_EQ(t.serving, std::vector<std::string>{"port " + port});
+    EXPECT_EQ(t.triggers, std::vector<std::string>{eager ? "kernel launch, no captures expected"
+                                                         : "kernel launch after the serving port opened"})
+        << t.run.err;
+  }
+}
+
+// A cluster started on its own under `kvremap run -- ray start --head --block`: its root names no engine,
+// so the worker keeps its own line (Ray's default_worker.py): no engine, no graphs expected, committed at
+// its first launch after the KV burst, and the info line says why. A root that vLLM's tree hands it through
+// Ray's runtime environment (VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY=KVREMAP_) names no ancestor of the
+// worker and is ignored.
+TEST(RayTree, AWorkerOfAClusterStartedOnItsOwnKeepsItsOwnLine) {
+  const UnrelatedRoot unrelated;
+  const std::string root = unrelated.value();
+  ASSERT_FALSE(root.empty());
+  const std::string runtime_env =
+      "RAY_TREE_RUNTIME_ENV_VARS={\"" + std::string(kvremap::policy::kEngineRootVariable) + "\": \"" + root + "\"}";
+  const TreeRun t = run_tree({"/usr/bin/python3", link_as(RAY_TREE, "ray"), "start", "--head", "--block"},
+                             {runtime_env, "KVREMAP_LOG_LEVEL=info"}, Under::kvremap_run);
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_NE(t.run.out.find("engine_tree: worker ran its first serving kernel"), std::string::npos) << t.run.out;
+  ASSERT_EQ(t.deferred.size(), 1u) << t.run.err;
+  EXPECT_EQ(t.deferred[0].engine, "other") << "the handed-down vLLM root was trusted";
+  EXPECT_FALSE(t.deferred[0].graphs_expected);
+  EXPECT_TRUE(t.serving.empty());
+  EXPECT_EQ(t.triggers, std::vector<std::string>{"kernel launch, no captures expected"}) << t.run.err;
+  EXPECT_NE(t.run.err.find("no CUDA-graph capture expected (not a recognised engine (vLLM, SGLang)): the KV cache is "
+                           "committed before the first launch"),
+            std::string::npos)
+      << t.run.err;
 }

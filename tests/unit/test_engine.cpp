@@ -247,7 +247,8 @@ TEST(Engine, ProcessTitlesNameTheEngineButNotItsFlags) {
     // Named by KVREMAP_ENGINE, the title still carries no flags.
     EXPECT_FALSE(with_kind(argv, kind).graphs_expected);
   }
-  // Not titles: a title word with arguments after it, other prefixes, Ray's workers.
+  // Not titles: a title word with arguments after it, other prefixes, Ray's actor title (a class name; a Ray
+  // worker below vLLM reads vLLM's line from its root, test_engine_root.cpp).
   for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
            {"VLLM::Worker", "--enforce-eager"}, {"vllm::worker"}, {"ray::RayWorkerWrapper"}, {"python3"}, {}}) {
     EXPECT_EQ(title_kind(argv), std::nullopt) << (argv.empty() ? "" : argv.front());

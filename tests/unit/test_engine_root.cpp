@@ -65,3 +65,37 @@ TEST(EngineRoot, StampsAndParentsFromProcStat) {
   EXPECT_FALSE(parent_from_stat("4242 (p) S x").has_value());
   EXPECT_FALSE(stamp_from_stat(0, stat).has_value()) << "no process has pid 0";
 }
+
+// A process started by exec whose own line names no engine, below a root that names one, takes the root's
+// line: a Ray worker the raylet execs below `vllm serve`, a worker any launcher execs. Any line that names an
+// engine keeps its own, and below a root that names none (`ray start --head`) so does every line.
+TEST(EngineRoot, AnExecdLineThatNamesNoEngineAdoptsARootThatNamesOne) {
+  const EngineRoot vllm{
+      {100, 5000},
+      {"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "org/model", "--distributed-executor-backend", "ray"}};
+  const EngineRoot sglang{{100, 5000}, {"/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "m"}};
+  const EngineRoot ray_start{{100, 5000}, {"/usr/bin/python3", "/usr/local/bin/ray", "start", "--head", "--block"}};
+  const std::vector<std::vector<std::string>> no_engine = {
+      {"/usr/bin/python3", "/usr/lib/python3/dist-packages/ray/_private/workers/default_worker.py",
+       "--node-ip-address=127.0.0.1"},
+      {"/usr/lib/python3/dist-packages/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=/tmp/ray/s"},
+      {"bash", "-c", "exec python3 default_worker.py"},
+      {"ninja", "-v"},
+      {"nvidia-smi"},
+      {"/usr/bin/python3", "serve_org/vllm-tuned.py"}};
+  for (const auto& own : no_engine) {
+    SCOPED_TRACE(own.front());
+    EXPECT_TRUE(adopts_root(own, vllm));
+    EXPECT_TRUE(adopts_root(own, sglang));
+    EXPECT_FALSE(adopts_root(own, ray_start)) << "a root that names no engine";
+  }
+  const std::vector<std::vector<std::string>> engines = {
+      {"/usr/local/bin/vllm", "serve", "org/other"},
+      {"/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"},
+      {"sglang", "serve", "--model-path", "m"}};
+  for (const auto& own : engines) {
+    SCOPED_TRACE(own.front());
+    EXPECT_FALSE(adopts_root(own, vllm)) << "an engine's own line is its own";
+    EXPECT_FALSE(adopts_root(own, ray_start));
+  }
+}

@@ -38,6 +38,10 @@ TEST(VllmModel, RecognitionWordsAndProcessTitles) {
   // v1/engine/core.py:1288, v1/executor/multiproc_executor.py:1058,1086.
   for (const char* title : {"VLLM::EngineCore", "VLLM::Worker", "VLLM::Worker_TP0"})
     EXPECT_TRUE(vllm_titled(title)) << title;
+  // Ray titles an actor's process after its class (`ray::RayWorkerWrapper`, vLLM's legacy Ray executor's
+  // actor): a class any Ray program may name, and no flags. A Ray worker below vLLM reads vLLM's line from
+  // the root its ancestor handed down (policy::adopts_root); vLLM's default Ray actors retitle themselves
+  // `VLLM::Worker_TP0` besides (multiproc_executor.py:1058,1086, from ray_executor_v2.py:167).
   for (const char* title : {"vllm::worker", "VLLM:Worker", "sglang::scheduler_TP0", "ray::RayWorkerWrapper"})
     EXPECT_FALSE(vllm_titled(title)) << title;
 }
