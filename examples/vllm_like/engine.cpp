@@ -148,6 +148,28 @@ void Engine::grow_non_torch() {
   non_torch_.push_back(p);
 }
 
+// The checkpoint's bytes arrive by host-to-device copies (load_state_dict). The run never reads weights
+// (there is no model, only its memory footprint), so 96 MiB of each model's weights from `first` on stand
+// for them — the first MiB of each tensor, then the next, until 96 MiB or every byte is copied: on the
+// simulator untouched device memory costs no RAM.
+void Engine::copy_checkpoint(std::size_t first) {
+  constexpr std::uint64_t kBudget = 96u << 20;
+  const std::vector<char> chunk(1u << 20, 1);
+  std::uint64_t copied = 0;
+  for (std::uint64_t offset = 0; copied < kBudget; offset += chunk.size()) {
+    bool any = false;
+    for (std::size_t i = first; i < weights_.size() && copied < kBudget; ++i) {
+      const Tensor& w = weights_[i];
+      if (offset >= w.bytes) continue;
+      const std::uint64_t n = std::min<std::uint64_t>(w.bytes - offset, chunk.size());
+      VLLM_LIKE_CHECK(cudaMemcpy(static_cast<char*>(w.ptr) + offset, chunk.data(), n, cudaMemcpyHostToDevice));
+      copied += n;
+      any = true;
+    }
+    if (!any) break;
+  }
+}
+
 void Engine::load_weights() {
   begin_phase("loading");
   const auto start = std::chrono::steady_clock::now();
@@ -163,16 +185,16 @@ void Engine::load_weights() {
   for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
     for (const TensorSpec& t : s_.per_layer_tensors)
       for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
-  // The checkpoint's bytes arrive by host-to-device copies (load_state_dict). The run never reads
-  // weights (there is no model, only its memory footprint), so the first MiB of each tensor, 96 MiB
-  // in all, stands for them: on the simulator untouched device memory costs no RAM.
-  const std::vector<char> chunk(1u << 20, 1);
-  std::uint64_t copied = 0;
-  for (const Tensor& w : weights_) {
-    if (copied >= (96u << 20)) break;
-    const std::uint64_t n = std::min<std::uint64_t>(w.bytes, chunk.size());
-    VLLM_LIKE_CHECK(cudaMemcpy(w.ptr, chunk.data(), n, cudaMemcpyHostToDevice));
-    copied += n;
+  copy_checkpoint(0);
+  // The EAGLE draft worker loads its model after the target's (managers/scheduler.py:862-865), logging the
+  // memory before and after as the target does: one decoder layer.
+  if (o_.speculative) {
+    query_free();
+    const std::size_t first = weights_.size();
+    for (const TensorSpec& t : s_.per_layer_tensors)
+      for (std::size_t i = 0; i < t.count; ++i) weights_.push_back(allocate(t.bytes));
+    copy_checkpoint(first);
+    query_free();
   }
   weights_bytes_ = alloc_->memory_allocated() - before;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -205,9 +227,9 @@ void Engine::eager_forward(std::optional<KvWrite> kv_write, std::uint64_t peak) 
       const Tensor& t = live[(layer * 4 + k) % live.size()];
       kernels_->fill(t.ptr, t.bytes, kActivationSeed + k);
     }
-    // The layer's KV tensors: kv_[layer], and kv_[layer + L] where K and V are apart (KvLayout::k_then_v).
-    for (std::size_t t = layer; kv_write && t < kv_.size(); t += s_.num_layers)
-      write_kv_region(kv_[t], kv_write->region, kv_write->seed);
+    // The layer's KV tensors (its K and V where they are apart, a linear-attention layer's state).
+    for (std::size_t t : layer_tensors_[layer])
+      if (kv_write) write_kv_region(kv_[t], kv_write->region, kv_write->seed);
   }
   for (const Tensor& t : live) alloc_->deallocate(t.ptr);
 }
@@ -318,15 +340,24 @@ void Engine::size_kv_sglang() {
 
 void Engine::allocate_kv() {
   begin_phase("kv-cache");
+  const std::size_t layers = s_.num_layers;
+  // Hybrid models (SGLang, --mamba-layers): the linear-attention layers keep a state pool, the rest a KV
+  // cache. SGLang gives the state pool mamba_full_memory_ratio / (1 + ratio) of the budget (0.9 by
+  // default: server_args.py:1896-1899, model_runner_kv_cache_mixin.py:186-200).
+  const std::size_t mamba = o_.mamba_layers;
+  const std::size_t attention = layers - mamba;
+  const std::uint64_t state_budget = mamba > 0 ? kv_bytes_ * 9 / 19 : 0;
   // K and V of a layer are separate tensors in SGLang's MHA pool: each a whole number of granules.
   const std::uint64_t round = o_.kv_layout == KvLayout::one_allocation ? kKvPageBytes
-                              : o_.kv_layout == KvLayout::k_then_v    ? 2 * kKvRound
-                                                                      : kKvRound;
-  const std::uint64_t per_layer = kv_bytes_ / s_.num_layers / round * round;
+                              : o_.kv_layout == KvLayout::k_then_v     ? 2 * kKvRound
+                                                                       : kKvRound;
+  // An EAGLE draft model's pool (--speculative-algorithm) holds one layer of half the target's KV heads
+  // for the same tokens: half a layer more in the budget.
+  const std::uint64_t halves = 2 * attention + (o_.speculative ? 1 : 0);
+  const std::uint64_t per_layer = (kv_bytes_ - state_budget) * 2 / halves / round * round;
   if (per_layer == 0) throw EngineExit(kExitNoKvMemory, "ValueError: No available memory for the cache blocks.");
   std::printf("vllm_like: phase kv-cache: Available KV cache memory: %s GiB\n",
               gib(static_cast<double>(kv_bytes_)).c_str());
-  kv_bytes_ = per_layer * s_.num_layers;
   // SGLang's ReqToTokenPool comes first (model_runner_kv_cache_mixin.py _init_pools, memory_pool.py:247-268 at
   // 1f5eeb6): torch.zeros of int32, (max_running_requests + 1) rows of context length + 4 slots (the decode
   // over-allocation, mem_cache/common.py:252-259). It is paid from SGLang's reserve, not the KV budget.
@@ -335,25 +366,51 @@ void Engine::allocate_kv() {
     req_to_token_ = allocate(bytes);
     kernels_->torch_zeros(req_to_token_.ptr, bytes);
   }
+  layer_tensors_.assign(layers, {});
   // torch.zeros: an empty tensor, then PyTorch's fill kernel on the current stream (torch_fill.h).
-  if (o_.kv_layout == KvLayout::one_allocation) {
-    const Tensor whole = allocate(kv_bytes_);
-    kernels_->torch_zeros(whole.ptr, kv_bytes_);
-    for (std::size_t layer = 0; layer < s_.num_layers; ++layer)
-      kv_.push_back(Tensor{static_cast<char*>(whole.ptr) + layer * per_layer, per_layer});
-  } else if (o_.kv_layout == KvLayout::k_then_v) {
-    for (int buffers = 0; buffers < 2; ++buffers) {  // every layer's K buffer, then every layer's V buffer
-      for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
-        kv_.push_back(allocate(per_layer / 2));
-        kernels_->torch_zeros(kv_.back().ptr, per_layer / 2);
+  const auto zeros = [&](std::uint64_t bytes) {
+    kv_.push_back(allocate(bytes));
+    kernels_->torch_zeros(kv_.back().ptr, bytes);
+    return kv_.size() - 1;
+  };
+  // Model layer of attention layer i: spread over the model (Qwen3-Next: every fourth layer).
+  const auto attention_layer = [&](std::size_t i) { return (i + 1) * layers / attention - 1; };
+  if (mamba > 0) {
+    // HybridReqToTokenPool's MambaPool (memory_pool.py:354-452): one conv-state tensor and one temporal-state
+    // tensor, each for every linear-attention layer, before the full-attention KV pool. The first
+    // linear-attention layer's forward writes both.
+    std::size_t first_mamba = 0;
+    for (std::size_t l = 0; l < layers; ++l) {
+      bool is_attention = false;
+      for (std::size_t i = 0; i < attention; ++i) is_attention |= attention_layer(i) == l;
+      if (!is_attention) {
+        first_mamba = l;
+        break;
       }
     }
-  } else {
-    for (std::size_t layer = 0; layer < s_.num_layers; ++layer) {
-      kv_.push_back(allocate(per_layer));
-      kernels_->torch_zeros(kv_.back().ptr, per_layer);
-    }
+    const std::uint64_t conv = state_budget / 10 / kKvRound * kKvRound;
+    layer_tensors_[first_mamba].push_back(zeros(conv));
+    layer_tensors_[first_mamba].push_back(zeros((state_budget - conv) / kKvRound * kKvRound));
   }
+  if (o_.kv_layout == KvLayout::one_allocation) {
+    const Tensor whole = allocate(per_layer * attention);
+    kernels_->torch_zeros(whole.ptr, whole.bytes);
+    for (std::size_t i = 0; i < attention; ++i) {
+      kv_.push_back(Tensor{static_cast<char*>(whole.ptr) + i * per_layer, per_layer});
+      layer_tensors_[attention_layer(i)].push_back(kv_.size() - 1);
+    }
+  } else if (o_.kv_layout == KvLayout::k_then_v) {
+    for (int buffers = 0; buffers < 2; ++buffers)  // every layer's K buffer, then every layer's V buffer
+      for (std::size_t i = 0; i < attention; ++i) layer_tensors_[attention_layer(i)].push_back(zeros(per_layer / 2));
+  } else {
+    for (std::size_t i = 0; i < attention; ++i) layer_tensors_[attention_layer(i)].push_back(zeros(per_layer));
+  }
+  // The draft worker's pool right after the target's (managers/scheduler.py:839-848): its K and V, each a
+  // quarter of a target layer; the draft model runs after the target's last layer.
+  if (o_.speculative)
+    for (int buffers = 0; buffers < 2; ++buffers) layer_tensors_.back().push_back(zeros(per_layer / 4));
+  kv_bytes_ = 0;
+  for (const Tensor& t : kv_) kv_bytes_ += t.bytes;
   for (const TensorSpec& t : s_.persistent_buffers)
     for (std::size_t i = 0; i < t.count; ++i) {
       persistent_.push_back(allocate(t.bytes));
@@ -371,7 +428,8 @@ void Engine::allocate_kv() {
     std::printf("vllm_like: phase kv-cache: registered %zu KV tensors with the KV connector (CUDA IPC)\n", kv_.size());
   }
   std::printf("vllm_like: phase kv-cache: %zu KV tensors of %s + %zu persistent buffers, free %s GiB\n", kv_.size(),
-              format_size(o_.kv_layout == KvLayout::k_then_v ? per_layer / 2 : per_layer).c_str(), persistent_.size(), gib(static_cast<double>(query_free())).c_str());
+              format_size(o_.kv_layout == KvLayout::k_then_v ? per_layer / 2 : per_layer).c_str(), persistent_.size(),
+              gib(static_cast<double>(query_free())).c_str());
 }
 
 }  // namespace vllm_like

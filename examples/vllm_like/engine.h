@@ -61,6 +61,12 @@ struct EngineOptions {
   // model_runner_kv_cache_mixin.py:1225-1238); the replica's defaults stand for a 32k-context model.
   std::uint64_t context_length = 32768;
   std::uint64_t max_running_requests = 2048;
+  // Not an SGLang flag: the model's linear-attention (Mamba, GDN) layers, which SGLang reads from the model's
+  // config; their state pool comes before the KV cache of the other layers. 0: a dense model.
+  std::size_t mamba_layers = 0;
+  // SGLang --speculative-algorithm EAGLE: a draft model's weights after the target's, its KV pool after the
+  // target's.
+  bool speculative = false;
   int device = 0;  // also the rank: the launcher runs rank r on device r
 };
 
@@ -114,6 +120,7 @@ class Engine {
   void begin_phase(const char* name);
   void init();
   void load_weights();
+  void copy_checkpoint(std::size_t first);
   void profile();
   // NCCL buffers and cuBLAS workspaces: the scenario's non-torch growth, outside torch's allocator, on
   // first use (vLLM's profiling forward; SGLang's NCCL initialisation before its weights).
@@ -180,6 +187,9 @@ class Engine {
   std::vector<Tensor> weights_;
   std::vector<void*> non_torch_;
   std::vector<Tensor> kv_;
+  // Per model layer, the indices in kv_ of what its forward writes: its KV tensors (K and V where they are
+  // apart), a linear-attention layer's state; the draft model's KV with the last layer.
+  std::vector<std::vector<std::size_t>> layer_tensors_;
   std::vector<Tensor> persistent_;
   // SGLang's req_to_token table (allocate_kv): the scheduler writes a request's token slots into its row.
   Tensor req_to_token_;

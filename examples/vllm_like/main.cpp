@@ -65,6 +65,10 @@ void print_usage() {
       "  --mem-fraction-static F      share for weights and KV pool, 0 < F < 1 (default 0.88)\n"
       "  --disable-cuda-graph         no CUDA-graph capture; prefill and decode run eagerly\n"
       "  --context-length N           the model's context length (default 32768): req_to_token's columns\n"
+      "  --mamba-layers N             not an SGLang flag: the model's linear-attention layers, whose state\n"
+      "                               pool comes before the other layers' KV cache (hybrid Mamba/GDN models)\n"
+      "  --speculative-algorithm EAGLE\n"
+      "                               a draft model's weights after the target's, its KV pool after the target's\n"
       "  --max-running-requests N     requests served at once (default 2048): req_to_token's rows\n"
       "  --chunked-prefill-size N     prefill chunk in tokens (-1: off), as SGLang takes it; the replica's\n"
       "                               prefill activations come from the scenario (serving.activation_peak)\n"
@@ -219,6 +223,14 @@ Cli parse_cli(int argc, char** argv) {
       cli.engine.max_running_requests =
           static_cast<std::uint64_t>(count("--max-running-requests", argv[++i], 1, 1l << 20));
       sglang_only.emplace_back(arg);
+    } else if (arg == "--mamba-layers" && has_value) {
+      cli.engine.mamba_layers = static_cast<std::size_t>(count("--mamba-layers", argv[++i], 1, 4096));
+      sglang_only.emplace_back(arg);
+    } else if (arg == "--speculative-algorithm" && has_value) {
+      if (std::string_view(argv[++i]) != "EAGLE")
+        usage_error(std::string("--speculative-algorithm: '") + argv[i] + "' is not modelled (EAGLE is)");
+      cli.engine.speculative = true;
+      sglang_only.emplace_back(arg);
     } else if (arg == "--disable-cuda-graph") {
       cli.engine.cuda_graphs = false;
       sglang_only.emplace_back(arg);
@@ -297,12 +309,20 @@ int main(int argc, char** argv) {
     for (std::string& a : spawned_args) spawned_argv.push_back(a.data());
     spawned_argv.push_back(nullptr);
   }
-  const Cli cli = spawned ? parse_cli(static_cast<int>(spawned_args.size()), spawned_argv.data()) : parse_cli(argc, argv);
+  const Cli cli =
+      spawned ? parse_cli(static_cast<int>(spawned_args.size()), spawned_argv.data()) : parse_cli(argc, argv);
   Scenario scenario;
   try {
     scenario = load_scenario(cli.scenario);
   } catch (const ScenarioError& e) {
     std::fprintf(stderr, "vllm_like: scenario %s\n", e.what());
+    return kExitUsage;
+  }
+  if (cli.engine.mamba_layers >= scenario.num_layers) {
+    std::fprintf(stderr,
+                 "vllm_like: --mamba-layers %zu: the scenario's model has %zu layers; at least one must be "
+                 "full attention\n",
+                 cli.engine.mamba_layers, scenario.num_layers);
     return kExitUsage;
   }
   if (cli.print_env) {

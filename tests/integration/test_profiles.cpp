@@ -389,6 +389,46 @@ TEST(LearnedSizing, SglangsKBuffersThenVBuffersAreOneBurstAndTheSecondStartFits)
   EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
 }
 
+// SGLang's variants (ENGINES-2026.md sequence E). A hybrid Mamba/GDN model (36 of 48 layers linear attention):
+// its state pool — one conv-state and one temporal-state tensor for every linear layer — comes before the
+// other layers' KV buffers; the temporal state, a quarter of the sizing query's free memory and more, is the
+// one-allocation burst and is deferred (it is zero-filled request state as KV is), the rest stays backed.
+// EAGLE speculative decoding: the draft model's weights after the target's, the draft KV pool (another size)
+// right after the target's: the target's tensors are the burst, the draft's stay backed. Each: stock out of
+// memory; the first start serves with every KV and state check passing; the second holds all it deferred on
+// the device.
+TEST(LearnedSizing, SglangsHybridAndSpeculativeStartsServeAndTheSecondStartFits) {
+  struct Variant {
+    std::vector<std::string> flags;
+    std::uint64_t deferred;  // tensors deferred
+    std::uint64_t tensors;   // the engine's KV (and state) tensors
+  };
+  for (const Variant& v : {Variant{{"--mamba-layers", "36"}, 1, 2 + 12},
+                           Variant{{"--speculative-algorithm", "EAGLE"}, 48, 48 + 2},
+                           Variant{{"--speculative-algorithm", "EAGLE", "--kv-layout", "k-then-v"}, 96, 96 + 2}}) {
+    std::vector<std::string> argv = sglang_argv("0.9");
+    argv.insert(argv.end(), v.flags.begin(), v.flags.end());
+    SCOPED_TRACE(v.flags[0] + " " + v.flags.back());
+    const RunResult stock =
+        run_program(argv, kvremap::testing::scenario_simcuda_env(VLLM_LIKE, SEED_SCENARIO), {"LD_PRELOAD"}, 120);
+    EXPECT_EQ(stock.exit_code, 5) << "stock runs out of memory: " << stock.out << stock.err;
+    const std::string profiles = make_temp_dir();
+    const Start first = start(argv, profiles);
+    ASSERT_EQ(first.run.exit_code, 0) << first.run.out << first.run.err;
+    EXPECT_NE(first.run.out.find("KV and req_to_token verified"), std::string::npos) << first.run.out;
+    EXPECT_NE(first.run.out.find("phase kv-cache: " + std::to_string(v.tensors) + " KV tensors"), std::string::npos)
+        << first.run.out;
+    EXPECT_EQ(first.u("kv deferred", "regions"), v.deferred);
+    const Start second = start(argv, profiles);
+    EXPECT_EQ(second.run.exit_code, 0) << second.run.out << second.run.err;
+    EXPECT_EQ(second.u("kv committed", "host_bytes"), 0u) << second.run.err;
+    EXPECT_GE(second.i("kv committed", "margin_bytes"), 0);
+    EXPECT_LE(second.u("kv committed", "kv_bytes"), oracle_kv(first, second));
+    EXPECT_EQ(second.u("kv deferred", "regions"), v.deferred);
+    EXPECT_NE(second.run.out.find("KV and req_to_token verified"), std::string::npos) << second.run.out;
+  }
+}
+
 // vLLM >= 0.29 (one allocation for every layer's KV, ENGINES-2026.md sequence A) and SGLang's unified
 // pool: stock runs out of memory after the KV cache; under kvremap the one allocation is deferred as one
 // tensor, the first start serves with its deficit at the end of that allocation on host memory, and the
