@@ -273,7 +273,8 @@ std::vector<std::string> normalised_cmdline(std::span<const std::string> full_ar
   const std::size_t slash = program.rfind('/');
   out.emplace_back(slash == std::string_view::npos ? program : program.substr(slash + 1));
 
-  const std::span<const FlagSpec> ignored = flags_ignored_by_profiles(profile_engine(argv).kind);
+  const EngineKind kind = profile_engine(argv).kind;
+  const std::span<const FlagSpec> ignored = flags_ignored_by_profiles(kind);
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string_view arg = argv[i];
     if (const FlagSpec* flag = ignored_flag_named(ignored, arg)) {
@@ -292,6 +293,8 @@ std::vector<std::string> normalised_cmdline(std::span<const std::string> full_ar
       out.emplace_back(arg);
     }
   }
+  if (kind == EngineKind::vllm) canonical_vllm_model(out);
+  if (kind == EngineKind::sglang) canonical_sglang_model(out);
   return out;
 }
 

@@ -88,6 +88,11 @@ std::span<const std::string_view> sglang_module_packages() {
 
 std::span<const FlagSpec> sglang_flags_ignored_by_profiles() { return kIgnoredByProfiles; }
 
+void canonical_sglang_model(std::vector<std::string>& key_args) {
+  for (std::size_t i = 1; i < key_args.size(); ++i)
+    if (key_args[i] == "--model") key_args[i] = "--model-path";
+}
+
 std::uint64_t sglang_reserve_bytes(const EngineProfile& engine, std::uint64_t device_total,
                                    std::uint64_t sized_from_free, std::uint64_t kv_bytes) {
   if (engine.mem_fraction_static)

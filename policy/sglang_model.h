@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/command_line.h"
 #include "policy/engine.h"
@@ -68,6 +69,10 @@ std::span<const std::string_view> sglang_module_packages();
 // ServerArgs.add_cli_args): where the server listens, what it logs, the share of memory it asks for, and
 // flags that change no memory (ports and addresses are often random per launch in scripts).
 std::span<const FlagSpec> sglang_flags_ignored_by_profiles();
+
+// The model in a profile key's arguments written one way: `--model` is an alias of `--model-path`
+// (server_args.py:384,410 at 1f5eeb6).
+void canonical_sglang_model(std::vector<std::string>& key_args);
 
 // The reserve SGLang keeps beside weights and KV on a device of `device_total` bytes: (1 -
 // --mem-fraction-static) x the device's total memory (SGLang takes its free memory before the weights,

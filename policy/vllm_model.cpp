@@ -1,6 +1,7 @@
 // vLLM's identity, flags, defaults and sizing pieces as kvremap reads them (see vllm_model.h).
 #include "policy/vllm_model.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -159,6 +160,28 @@ std::span<const std::string_view> vllm_module_packages() {
 }
 
 std::span<const FlagSpec> vllm_flags_ignored_by_profiles() { return kIgnoredByProfiles; }
+
+void canonical_vllm_model(std::vector<std::string>& key_args) {
+  // `vllm serve` (and `-m vllm.entrypoints.cli.main serve`): the subcommand, then an optional positional model.
+  const auto serve = std::find(key_args.begin(), key_args.end(), "serve");
+  if (serve == key_args.end()) return;
+  const std::size_t at = static_cast<std::size_t>(serve - key_args.begin()) + 1;
+  std::optional<std::string> model;
+  if (at < key_args.size() && !key_args[at].starts_with("-")) model = key_args[at];
+  for (std::size_t i = at; i + 1 < key_args.size();) {
+    if (key_args[i] != "--model") {
+      ++i;
+      continue;
+    }
+    if (!model) {
+      model = key_args[i + 1];
+      key_args.insert(key_args.begin() + static_cast<std::ptrdiff_t>(at), *model);
+      i += 1;
+    }
+    key_args.erase(key_args.begin() + static_cast<std::ptrdiff_t>(i),
+                   key_args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+  }
+}
 
 std::optional<double> vllm_memory_share(const EngineProfile& engine) {
   if (engine.kind != EngineKind::vllm || engine.kv_cache_memory) return std::nullopt;

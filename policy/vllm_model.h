@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/command_line.h"
 #include "policy/engine.h"
@@ -85,6 +86,13 @@ std::span<const std::string_view> vllm_module_packages();
 // FrontendArgs, engine/arg_utils.py EngineArgs): where the server listens, what it logs, the share of
 // memory it asks for, and front-end and sampling flags that change no memory.
 std::span<const FlagSpec> vllm_flags_ignored_by_profiles();
+
+// The model in a profile key's arguments (program basename first, `--flag=value` already split) written
+// one way: `vllm serve MODEL` and `vllm serve --model MODEL` are one start — the positional model takes
+// precedence over --model (entrypoints/cli/serve.py:51-53 at 017e9f4) — so under `serve` the model is the
+// positional word after the subcommand and every --model is removed. Other lines (`-m
+// vllm.entrypoints.openai.api_server --model MODEL`) have no positional model and stay as they are.
+void canonical_vllm_model(std::vector<std::string>& key_args);
 
 // The share of the device that sizes the KV cache: --gpu-memory-utilization, kVllmDefaultUtilization
 // where not given; nothing when --kv-cache-memory gives the size, or for another engine.

@@ -228,8 +228,8 @@ void Engine::eager_forward(std::optional<KvWrite> kv_write, std::uint64_t peak) 
       kernels_->fill(t.ptr, t.bytes, kActivationSeed + k);
     }
     // The layer's KV tensors (its K and V where they are apart, a linear-attention layer's state).
-    for (std::size_t t : layer_tensors_[layer])
-      if (kv_write) write_kv_region(kv_[t], kv_write->region, kv_write->seed);
+    if (kv_write)
+      for (std::size_t t : layer_tensors_.at(layer)) write_kv_region(kv_[t], kv_write->region, kv_write->seed);
   }
   for (const Tensor& t : live) alloc_->deallocate(t.ptr);
 }

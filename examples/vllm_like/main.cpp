@@ -40,11 +40,13 @@ struct Cli {
 
 void print_usage() {
   std::printf(
-      "usage: vllm_like [serve] --scenario FILE [vLLM options | --engine sglang SGLang options]\n"
+      "usage: vllm_like [serve [MODEL]] --scenario FILE [vLLM options | --engine sglang SGLang options]\n"
       "                 [--device N | --ranks N] [--print-simcuda-env]\n"
       "  --scenario FILE              memory figures of one engine rank (see README.md)\n"
       "  --engine vllm|sglang         start-up sequence to follow (default vllm)\n"
       "vLLM:\n"
+      "  --port N                     where the server listens (both engines); the replica opens no port\n"
+      "  [serve] MODEL, --model NAME  the model's name (vllm serve MODEL): only kvremap's profile key reads it\n"
       "  --gpu-memory-utilization U   share of the device the engine may use, 0 < U <= 1 (default 0.92)\n"
       "  --kv-cache-memory SIZE       KV cache size as given (\"20GiB\" or bytes); profiling still runs\n"
       "  --enforce-eager              no CUDA-graph capture; serving runs eager forwards only\n"
@@ -144,8 +146,14 @@ Cli parse_cli(int argc, char** argv) {
   }
   // `serve` first, as `vllm serve` and `sglang serve` start the engine's server (the replica opens no
   // port: its serving steps run in the process, as they would behind one).
-  const int first_option = argc > 1 && std::string_view(argv[1]) == "serve" ? 2 : 1;
+  int first_option = argc > 1 && std::string_view(argv[1]) == "serve" ? 2 : 1;
   if (first_option == 2) cli.engine_args.emplace_back("serve");
+  // `vllm serve MODEL`: the model, as vLLM takes it positionally (entrypoints/cli/serve.py); the replica's
+  // model is its scenario, so the name only reaches kvremap's profile key (as --model does).
+  if (first_option == 2 && argc > 2 && argv[2][0] != '-') {
+    cli.engine_args.emplace_back(argv[first_option++]);
+    vllm_only.emplace_back("a positional MODEL");
+  }
   for (int i = first_option; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;
@@ -163,6 +171,13 @@ Cli parse_cli(int argc, char** argv) {
       cli.scenario = argv[++i];
     } else if (arg == "--gpu-memory-utilization" && has_value) {
       cli.engine.gpu_memory_utilization = fraction("--gpu-memory-utilization", argv[++i], true);
+      vllm_only.emplace_back(arg);
+    } else if (arg == "--port" && has_value) {
+      // Where the engine's server listens (both engines): kvremap reads it to know the serving port; the
+      // replica opens none (tests/integration/engine_tree.py does).
+      count("--port", argv[++i], 1, 65535);
+    } else if (arg == "--model" && has_value) {
+      ++i;  // the model's name: kvremap keys profiles by it; the replica's model is its scenario
       vllm_only.emplace_back(arg);
     } else if (arg == "--kv-cache-memory" && has_value) {
       cli.engine.kv_cache_memory = size_argument("--kv-cache-memory", argv[++i]);

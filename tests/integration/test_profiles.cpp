@@ -389,6 +389,40 @@ TEST(LearnedSizing, SglangsKBuffersThenVBuffersAreOneBurstAndTheSecondStartFits)
   EXPECT_NE(second.run.out.find("KV verified"), std::string::npos) << second.run.out;
 }
 
+// Two models served under one process title (the engine core renames itself VLLM::EngineCore before any
+// CUDA call): each start is keyed by the line `vllm serve` started with, handed down to the engine process,
+// so each model keeps its own profile; `--model NAME` is the positional model, and a different --port is the
+// same start.
+TEST(LearnedSizing, TwoModelsUnderOneProcessTitleKeepTheirOwnProfiles) {
+  const std::string profiles = make_temp_dir();
+  const auto serve = [](std::initializer_list<const char*> model) {
+    std::vector<std::string> argv = vllm_argv("0.95");
+    argv.insert(argv.begin() + 1, "serve");
+    argv.insert(argv.begin() + 2, model.begin(), model.end());
+    return argv;
+  };
+  const auto profile_count = [&] {
+    std::size_t n = 0;
+    for (const auto& entry : fs::directory_iterator(profiles)) n += entry.path().extension() == ".json";
+    return n;
+  };
+  const Start a = start(serve({"org/model-a"}), profiles);
+  const Start b = start(serve({"org/model-b"}), profiles);
+  for (const Start* s : {&a, &b}) {
+    ASSERT_EQ(s->run.exit_code, 0) << s->run.err;
+    ASSERT_EQ(s->traces.size(), 1u);
+    EXPECT_EQ(s->traces[0].header.cmdline.substr(0, s->traces[0].header.cmdline.find(' ')), "VLLM::EngineCore");
+    EXPECT_EQ(s->event("kv sizing adjusted"), nullptr) << "no profile of this model yet";
+  }
+  EXPECT_EQ(profile_count(), 2u) << "one profile per model";
+  std::vector<std::string> again = serve({"--model", "org/model-a"});
+  again.insert(again.end(), {"--port", "8123"});
+  const Start a2 = start(again, profiles);
+  ASSERT_EQ(a2.run.exit_code, 0) << a2.run.err;
+  EXPECT_NE(a2.event("kv sizing adjusted"), nullptr) << "sized from model-a's profile: " << a2.run.err;
+  EXPECT_EQ(profile_count(), 2u);
+}
+
 // SGLang's variants (ENGINES-2026.md sequence E). A hybrid Mamba/GDN model (36 of 48 layers linear attention):
 // its state pool — one conv-state and one temporal-state tensor for every linear layer — comes before the
 // other layers' KV buffers; the temporal state, a quarter of the sizing query's free memory and more, is the

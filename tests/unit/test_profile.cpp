@@ -147,6 +147,20 @@ TEST(ProfileKey, FrontEndFlagsRandomPortsAndSpellingsKeepTheKey) {
   EXPECT_NE(text_of(with(dashes, {"--max-num-seqs", "8"})), text_of(dashes)) << "a memory flag still counts";
 }
 
+// `vllm serve MODEL` and `vllm serve --model MODEL` are one start (the positional model takes precedence,
+// entrypoints/cli/serve.py:51-53); SGLang's --model is --model-path (server_args.py:384,410).
+TEST(ProfileKey, TheModelIsOneKeyWhicheverWayItIsGiven) {
+  const Args positional = {"vllm", "serve", "org/m", "--max-model-len", "4096"};
+  EXPECT_EQ(text_of({"vllm", "serve", "--model", "org/m", "--max-model-len", "4096"}), text_of(positional));
+  EXPECT_EQ(text_of({"vllm", "serve", "--max-model-len", "4096", "--model=org/m"}), text_of(positional));
+  EXPECT_EQ(text_of({"vllm", "serve", "org/m", "--model", "org/other", "--max-model-len", "4096"}),
+            text_of(positional))
+      << "the positional model wins";
+  EXPECT_NE(text_of({"vllm", "serve", "org/other", "--max-model-len", "4096"}), text_of(positional));
+  EXPECT_EQ(text_of({"sglang", "serve", "--model", "org/m", "--tp", "2"}),
+            text_of({"sglang", "serve", "--model-path", "org/m", "--tp", "2"}));
+}
+
 TEST(ProfileKey, WhatDecidesMemoryChangesTheKey) {
   const ProfileKey base = vllm_key(kVllm);
   const std::string name = profile_file_name(base);
