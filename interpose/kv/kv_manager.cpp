@@ -454,6 +454,8 @@ void kv_capture_began(std::uint64_t stream) {
 void kv_stream_destroyed(std::uint64_t stream) {
   if (!kv_mode()) return;
   note_stream_destroyed(stream);
+  // Only a device that deferred and has not committed has a trigger that knows streams.
+  if (kv_detail::g_pending.load(std::memory_order_relaxed) == 0) return;
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   for (auto& d : k.devices)

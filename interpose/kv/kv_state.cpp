@@ -56,6 +56,13 @@ constinit ProcessObject<KvState, make_state> g_state;
 
 KvState& K() { return g_state.get(); }
 
+void kv_child_after_fork() {
+  g_state.replace(nullptr);
+  kv_detail::g_any_arena.store(false, std::memory_order_relaxed);
+  kv_detail::g_active.store(0, std::memory_order_relaxed);
+  kv_detail::g_pending.store(0, std::memory_order_relaxed);
+}
+
 void refresh_counts(KvState& k) {
   int active = 0, pending = 0;
   for (const auto& d : k.devices) {

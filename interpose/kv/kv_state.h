@@ -112,6 +112,12 @@ struct KvState {
 // The process's KV state, made at first use from the options and the engine's command line.
 KvState& K();
 
+// pthread_atfork, in the child: a fresh KV state at its next use. A thread of the parent may have held the
+// state's lock at the fork, which nobody in the child would release; the parent's arena belongs to a CUDA
+// context the child cannot use, and a child forked before any CUDA call (an engine's forked engine core)
+// had nothing in it yet.
+void kv_child_after_fork();
+
 // Recounts kv_detail::g_active and g_pending (kv_manager.h) from the devices' states; under k.lock.
 void refresh_counts(KvState& k);
 

@@ -75,4 +75,8 @@ void note_stream_destroyed(std::uint64_t stream) {
   g_count.store(n + 1, std::memory_order_release);
 }
 
+void stream_ages_prepare_fork() { g_insert.lock(); }
+
+void stream_ages_after_fork() { g_insert.unlock(); }
+
 }  // namespace kvremap::interpose

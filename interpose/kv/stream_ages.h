@@ -32,4 +32,9 @@ policy::StreamAge stream_age(std::uint64_t stream, std::uint64_t epoch);
 // The engine destroys `stream`: a stream created later may get the same handle, and is never taken for new.
 void note_stream_destroyed(std::uint64_t stream);
 
+// pthread_atfork (interpose/process/fork.cpp): the table's lock is held across fork(), so a child never
+// inherits it taken by a thread it does not have.
+void stream_ages_prepare_fork();
+void stream_ages_after_fork();
+
 }  // namespace kvremap::interpose

@@ -5,6 +5,8 @@
 
 #include "interpose/base/hook_threads.h"
 #include "interpose/base/tick_clock.h"
+#include "interpose/kv/kv_state.h"
+#include "interpose/kv/stream_ages.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
@@ -12,9 +14,10 @@
 namespace kvremap::interpose {
 namespace {
 
-// The hook-thread registry and the trace writer's lock are held across the fork, so neither is
-// copied in the middle of a change; the parent releases them in the opposite order.
+// The stream table's lock, the hook-thread registry and the trace writer's lock are held across the fork,
+// so none is copied in the middle of a change; the parent releases them in the opposite order.
 void prepare_fork() {
+  stream_ages_prepare_fork();
   hook_threads_prepare_fork();
   trace().prepare_fork();
 }
@@ -22,15 +25,18 @@ void prepare_fork() {
 void parent_after_fork() {
   trace().parent_after_fork();
   hook_threads_parent_after_fork();
+  stream_ages_after_fork();
 }
 
 // The child has one thread and its own pid: its trace, tracking state and registries start empty,
 // and any lock another parent thread held is left behind in memory nobody uses again.
 void child_after_fork() {
+  stream_ages_after_fork();  // the forking thread took it: the child's one thread releases it
   trace().child_after_fork();
   hook_threads_child_after_fork();
   tracker_child_after_fork();
   oom_child_after_fork();
+  kv_internal::kv_child_after_fork();
   tick_clock_child_after_fork();
 }
 

@@ -1,5 +1,5 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|wait|interrupt|tagged|two-devices|churn|lifetimes|
+// Usage: cuda_program routes|captures|oom|faults|fork|fork-while-kv-busy|wait|interrupt|tagged|two-devices|churn|lifetimes|
 //        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles|
 //        vmm-kv-edges|vmm-kv-host-tail
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -252,6 +253,47 @@ int fork_workers() {
   int status = 0;
   waitpid(child, &status, 0);
   check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited cleanly");
+  return failures;
+}
+
+// A fork while another thread is inside kvremap's KV state (placing a tagged KV tensor: run with
+// SIMCUDA_LATENCY_US=cuMemMap=..., so the placement holds the state's lock for that long): the child has
+// only the forking thread, and its own KV-sized allocation must not wait for a lock nobody in it will
+// release. The child gives up after 20 s (SIGALRM kills it).
+int fork_while_kv_busy() {
+  check(cudaFree(nullptr) == cudaSuccess, "context");
+  std::atomic<bool> placing{false};
+  std::thread placer([&] {
+    check(cudaSetDevice(0) == cudaSuccess, "placer device");
+    const TagApi tags = tag_api();
+    tags.open_kv();
+    placing = true;
+    void* kv = nullptr;
+    check(cudaMalloc(&kv, 32 * kMiB) == cudaSuccess, "tagged KV tensor");
+    tags.close();
+  });
+  while (!placing) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // well inside the placement's slow mapping
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    alarm(20);
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    const bool context_ok = cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&device, 0) == CUDA_SUCCESS &&
+                            cuDevicePrimaryCtxRetain(&context, device) == CUDA_SUCCESS &&
+                            cuCtxSetCurrent(context) == CUDA_SUCCESS;
+    void* q = nullptr;
+    const bool ok = context_ok && cudaMalloc(&q, 96 * kMiB) == cudaSuccess;
+    std::printf("child KV-sized allocation: %s\n", ok ? "ok" : "FAILED");
+    std::fflush(stdout);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited cleanly");
+  if (WIFSIGNALED(status)) std::printf("child killed by signal %d\n", WTERMSIG(status));
+  placer.join();
   return failures;
 }
 
@@ -1219,6 +1261,7 @@ int main(int argc, char** argv) {
   if (mode == "oom") return oom();
   if (mode == "faults") return faults();
   if (mode == "fork") return fork_workers();
+  if (mode == "fork-while-kv-busy") return fork_while_kv_busy();
   if (mode == "wait") return wait_forever();
   if (mode == "interrupt") return handle_interrupt();
   if (mode == "tagged") return tagged();
@@ -1241,7 +1284,7 @@ int main(int argc, char** argv) {
   if (mode == "vmm-kv-host-tail") return vmm_kv_host_tail();
   std::fprintf(stderr,
                "usage: cuda_program "
-               "routes|captures|oom|faults|fork|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
+               "routes|captures|oom|faults|fork|fork-while-kv-busy|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|"

@@ -172,6 +172,17 @@ TEST(Interposer, ForkedChildLeavesItsOwnCompleteTrace) {
   EXPECT_EQ(category(child, "other").allocated_bytes, 12 * kMiB) << "the child's trace holds only its own work";
 }
 
+// A fork while another thread of the parent is placing a KV tensor (its slow mapping inside kvremap's KV
+// state): the child starts with a fresh KV state, so its own KV-sized allocation never waits for the lock
+// that thread held at the fork (it used to: a forked child hung in its first allocation or free).
+TEST(Interposer, AForkWhileAnotherThreadPlacesKvLeavesTheChildFree) {
+  const Traced t =
+      run_traced("fork-while-kv-busy", {"KVREMAP_MODE=defer", "SIMCUDA_LATENCY_US=cuMemMap=2000000"}, 120);
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_NE(t.run.out.find("child KV-sized allocation: ok"), std::string::npos) << t.run.out;
+  EXPECT_NE(t.run.out.find("tagged KV tensor: ok"), std::string::npos) << t.run.out;
+}
+
 // A free is taken out of tracking before the driver releases the address: another thread that gets
 // the address back at once must not have its own record taken in place of the freed one.
 TEST(Interposer, ConcurrentAllocationsReusingAddressesLoseNoFree) {
