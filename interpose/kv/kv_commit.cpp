@@ -31,7 +31,8 @@ constexpr int kExitKvDoesNotFit = 78;
 
 // Device memory serving needs free beside the KV cache (policy/serving_headroom.h): engines that
 // profile run the profiled forward passes again; SGLang serves from its own reserve (what
-// --mem-fraction-static leaves, less what stayed resident after its KV pool: workspaces, graphs), at least
+// --mem-fraction-static leaves, less what it allocated beside KV since its sizing query and still holds: its
+// req_to_token table, workspaces, graphs), at least
 // its own prefill estimate where the deferral carried the start-up and no start of this configuration
 // measured serving yet; a profile's learned serving need, where larger, in either case.
 policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, std::uint64_t total) {
@@ -42,8 +43,11 @@ policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, s
   if (in.engine == policy::EngineKind::sglang) {
     const std::uint64_t kv = k.deferred_bytes;
     const std::uint64_t reserve = policy::sglang_reserve_bytes(state.engine, total, sizing_free_bytes(k.device), kv);
+    // The reserve pays for all the engine allocated beside KV since it sized the pool: its req_to_token table
+    // before the pool, then graphs, workspaces and modules after it.
+    const std::uint64_t held = held_since_sizing_bytes(k.device);
+    in.sglang_reserve_bytes = reserve > held ? reserve - held : 0;
     const std::uint64_t resident = post_kv_needs(k.device).resident_growth;
-    in.sglang_reserve_bytes = reserve > resident ? reserve - resident : 0;
     const policy::SglangPrefillEstimate estimate = policy::sglang_prefill_estimate(state.engine, total);
     in.sglang_prefill_estimate_bytes = estimate.bytes;
     in.sglang_prefill_basis = estimate.basis;

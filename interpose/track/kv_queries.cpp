@@ -76,6 +76,12 @@ std::uint64_t sizing_free_bytes(int device) {
   return S().devices[static_cast<std::size_t>(device_index(device))].sizing_free.load();
 }
 
+std::uint64_t held_since_sizing_bytes(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  const std::int64_t held = live_beside_kv(d) - d.sizing_beside_kv.load();
+  return held > 0 ? static_cast<std::uint64_t>(held) : 0;
+}
+
 std::optional<SizingQueryInfo> sizing_query(int device) {
   const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
   const std::int64_t index = d.sizing_index.load();

@@ -451,6 +451,7 @@ void on_memory_query(const char* api, std::size_t driver_free, std::size_t drive
         d.sizing_index.store(static_cast<std::int64_t>(S().checkpoints.size()));
         d.sizing_phase.store(static_cast<std::uint8_t>(tracker ? tracker->current() : policy::Phase::init));
         d.sizing_driver_free.store(driver_free);
+        d.sizing_beside_kv.store(live_beside_kv(d));
       }
       query = {
           S().checkpoints.size(), api,           device,         driver_free,

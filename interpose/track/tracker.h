@@ -105,6 +105,10 @@ PostKvNeeds post_kv_needs(int device);
 std::uint64_t post_kv_combined_rise(int device);
 // The free memory the engine's last query before its KV burst returned: what it sized the KV cache from.
 std::uint64_t sizing_free_bytes(int device);
+// What the process allocated beside its KV cache since that query and still holds (every category but kv,
+// above its level then): what an engine's own reserve pays for once its KV cache is sized (SGLang's
+// req_to_token table before its KV pool, then graphs, workspaces, modules).
+std::uint64_t held_since_sizing_bytes(int device);
 // The memory query the engine sized its KV cache from: its index among the process's memory queries,
 // the phase it fell in, and the free bytes the driver reported. Nothing when none was seen.
 struct SizingQueryInfo {

@@ -84,6 +84,8 @@ struct DeviceStats {
   std::atomic<std::int64_t> sizing_index{-1};
   std::atomic<std::uint8_t> sizing_phase{0};
   std::atomic<std::uint64_t> sizing_driver_free{0};
+  // What the process held beside KV at that query (live_beside_kv).
+  std::atomic<std::int64_t> sizing_beside_kv{0};
   // State::copied_to_device at this device's previous memory query.
   std::atomic<std::uint64_t> copied_at_query{0};
   // Phases (bit per policy::Phase) whose first out-of-memory error has been snapshotted.
