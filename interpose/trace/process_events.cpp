@@ -51,8 +51,7 @@ void append_options(std::string& out) {
   out += '}';
 }
 
-// The kvremap_trace metadata event: readers need it as the second line, before any other thread's events.
-std::string header_event(const char* host, const std::string& cmdline, const std::string& engine_cmdline) {
+void write_header(const char* host, const std::string& cmdline, const std::string& engine_cmdline) {
   std::string& header = event_head("M", "kvremap", "kvremap_trace");
   header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)",
                         policy::kTraceSchemaVersion, KVREMAP_VERSION_STRING);
@@ -68,7 +67,7 @@ std::string header_event(const char* host, const std::string& cmdline, const std
   header += R"(,"options":)";
   append_options(header);
   header += "}}";
-  return header;
+  trace().event(header, true);  // readers need it as the second line, before any other thread's events
 }
 
 void write_option_error(const policy::OptionProblem& p) {
@@ -107,18 +106,17 @@ void open_trace() {
   append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
   first += "}}";
   trace().set_hot_formatter(format_hot_record);
-  // The file appears with both first lines in it: a kill at any point leaves none or a readable one.
-  const std::string head = first + "\n," + header_event(host, cmdline, joined_redacted(engine_command_line()));
-  bool opened = trace().open(path, head);
+  bool opened = trace().open(path, first);
   for (int n = 2; !opened && errno == EEXIST && n <= kMaxTraceNameTries; ++n) {
     path = fmt::format("{}/kvremap-{}-{}.{}.json", options().trace_dir, host, process_id(), n);
-    opened = trace().open(path, head);
+    opened = trace().open(path, first);
   }
   if (!opened) {
     log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", policy::printable(path),
                std::strerror(errno));
     return;
   }
+  write_header(host, cmdline, joined_redacted(engine_command_line()));
   for (const policy::OptionProblem& p : option_problems()) write_option_error(p);
   log().info("trace: {}", path);
 }

@@ -414,64 +414,20 @@ int current_tid() {
 
 constinit TraceWriter g_trace_writer;
 
-namespace {
-
-// `path` appears with `head` already in it: the file is written unnamed in its directory (O_TMPFILE), then
-// linked to its name, so a process killed at any point leaves either no file or one that begins with its
-// header. Never replaces a file: the link fails with EEXIST where `path` exists.
-enum class Created { file, name_taken, write_failed, unsupported };
-Created create_with_head(const std::string& path, const std::string& head, mode_t mode, int* fd_out) {
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, mode);
-  if (fd < 0) return Created::unsupported;  // the file system or kernel has no unnamed files
-  write_all(fd, head);
-  if (g_write_failed.load(std::memory_order_relaxed)) {
-    ::close(fd);
-    return Created::write_failed;  // said once by write_all; nothing was named
-  }
-  // Linking needs /proc (linkat of the descriptor itself takes a capability the engine lacks).
-  const std::string self = "/proc/self/fd/" + std::to_string(fd);
-  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-    return error == EEXIST ? Created::name_taken : Created::unsupported;
-  }
-  *fd_out = fd;
-  return Created::file;
-}
-
-}  // namespace
-
-bool TraceWriter::open(const std::string& path, std::string_view head_events) {
+bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   // Never truncates: an image exec'd by a traced process has its pid, and its trace must not end that one's.
   // Readable too: a trace that fills its disk is cut back to a line boundary found by reading it.
   // Private unless KVREMAP_TRACE_MODE says otherwise: the header holds the command line and host name.
-  const mode_t mode = static_cast<mode_t>(options().trace_mode);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                  static_cast<mode_t>(options().trace_mode));
+  if (fd < 0) return false;
   g_write_failed = false;
   g_file_bytes = 0;
   std::string head = "[\n";
-  head.append(head_events);
+  head.append(first_event);
   head += '\n';
   g_head_bytes = head.size();
-  int fd = -1;
-  switch (create_with_head(path, head, mode, &fd)) {
-    case Created::file:
-      break;
-    case Created::name_taken:
-      errno = EEXIST;
-      return false;
-    case Created::write_failed:
-      errno = EIO;
-      return false;
-    case Created::unsupported:
-      // Created by name, then written: a kill in between leaves an empty file.
-      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, mode);
-      if (fd < 0) return false;
-      write_all(fd, head);
-      break;
-  }
+  write_all(fd, head);
   std::lock_guard<std::mutex> w(write_lock());
   fd_ = fd;
   g_fd = fd;

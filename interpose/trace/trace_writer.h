@@ -95,11 +95,10 @@ inline bool is_lifetime(const HotRecord& alloc, const HotRecord& free) {
 // written with one write() each, so a process killed at any point leaves a loadable prefix.
 class TraceWriter {
  public:
-  // Creates `path`, which must not exist yet, holding the opening bracket and `head_events` (the first
-  // events, one per line, each after the first led by a comma) from the moment it has its name (written
-  // unnamed, then linked, where the file system allows). False if the file cannot be created (errno
-  // EEXIST: it exists; the caller tries another name, or logs it and turns tracing off).
-  bool open(const std::string& path, std::string_view head_events);
+  // Creates `path`, which must not exist yet, and writes the opening bracket and the first event.
+  // False if the file cannot be created (errno EEXIST: it exists; the caller tries another name, or
+  // logs it and turns tracing off).
+  bool open(const std::string& path, std::string_view first_event);
   bool is_open() const { return fd_ >= 0; }
 
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes

@@ -420,28 +420,6 @@ TEST(CommitSafety, ADriverFailureAtTheCommitCostsOnlyItsOwnTensor) {
 // SIGKILL at any point of a deferring start-up — loading, profiling, the KV burst, the deferral,
 // autotuning, capture, the commit, serving — leaves a trace that reads and validates, up to its
 // last whole event.
-// A trace file has its header from the moment it has its name: it is written unnamed (O_TMPFILE) and then linked,
-// so no write ever goes into a file under a trace's name. kill_at_named_trace_write.cpp, preloaded after
-// kvremap, kills the process at the first write() into a descriptor whose path is a trace's name: a trace
-// created by name and written after would be killed there, empty, and no reader would load it. (Needs a file
-// system with O_TMPFILE, as the test directories have; elsewhere kvremap creates the file by name.)
-TEST(CommitSafety, ATraceFileHasItsHeaderFromTheMomentItHasItsName) {
-  const std::string program = link_as(VLLM_LIKE, "vllm");
-  const std::string dir = make_temp_dir();
-  std::vector<std::string> env = scenario_env(SEED_SCENARIO);
-  env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD ":" KILL_AT_NAMED_TRACE_WRITE, "KVREMAP_MODE=defer",
-                         "KVREMAP_TRACE_DIR=" + dir});
-  const RunResult r = run_program({program, "--scenario", SEED_SCENARIO, "--gpu-memory-utilization", "0.8"}, env, {}, 120);
-  EXPECT_EQ(r.signal, 0) << "killed at a write into a trace by its name: " << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  const auto files = trace_files(dir);
-  ASSERT_EQ(files.size(), 1u);
-  kvremap::trace::Trace trace;
-  ASSERT_NO_THROW(trace = kvremap::trace::read_trace(files[0]));
-  EXPECT_TRUE(trace.complete);
-  EXPECT_NE(trace.header.engine_cmdline.find("--gpu-memory-utilization 0.8"), std::string::npos);
-}
-
 TEST(CommitSafety, AKillAtAnyPointLeavesALoadableTrace) {
   const std::string program = link_as(VLLM_LIKE, "vllm");
   std::vector<std::string> env = scenario_env(SEED_SCENARIO);
