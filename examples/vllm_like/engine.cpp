@@ -379,15 +379,10 @@ void Engine::allocate_kv() {
     // HybridReqToTokenPool's MambaPool (memory_pool.py:354-452): one conv-state tensor and one temporal-state
     // tensor, each for every linear-attention layer, before the full-attention KV pool. The first
     // linear-attention layer's forward writes both.
-    std::size_t first_mamba = 0;
-    for (std::size_t l = 0; l < layers; ++l) {
-      bool is_attention = false;
-      for (std::size_t i = 0; i < attention; ++i) is_attention |= attention_layer(i) == l;
-      if (!is_attention) {
-        first_mamba = l;
-        break;
-      }
-    }
+    std::vector<bool> is_attention(layers, false);
+    for (std::size_t i = 0; i < attention; ++i) is_attention[attention_layer(i)] = true;
+    const std::size_t first_mamba =
+        static_cast<std::size_t>(std::find(is_attention.begin(), is_attention.end(), false) - is_attention.begin());
     const std::uint64_t conv = state_budget / 10 / kKvRound * kKvRound;
     layer_tensors_[first_mamba].push_back(zeros(conv));
     layer_tensors_[first_mamba].push_back(zeros((state_budget - conv) / kKvRound * kKvRound));

@@ -32,6 +32,15 @@ StreamEntry* find(std::uint64_t stream) {
   return nullptr;
 }
 
+// Under g_insert: a new entry, published by the count; a full table keeps none (the stream is then in use before).
+void append_locked(std::uint64_t stream, std::uint64_t epoch) {
+  const std::size_t n = g_count.load(std::memory_order_relaxed);
+  if (n == kMaxStreams) return;
+  g_entries[n].stream.store(stream, std::memory_order_relaxed);
+  g_entries[n].epoch.store(epoch, std::memory_order_relaxed);
+  g_count.store(n + 1, std::memory_order_release);
+}
+
 }  // namespace
 
 namespace stream_ages_detail {
@@ -39,12 +48,7 @@ namespace stream_ages_detail {
 void note_first_launch(std::uint64_t stream) {
   if (find(stream) != nullptr) return;
   std::lock_guard<std::mutex> g(g_insert);
-  if (find(stream) != nullptr) return;
-  const std::size_t n = g_count.load(std::memory_order_relaxed);
-  if (n == kMaxStreams) return;
-  g_entries[n].stream.store(stream, std::memory_order_relaxed);
-  g_entries[n].epoch.store(g_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  g_count.store(n + 1, std::memory_order_release);
+  if (find(stream) == nullptr) append_locked(stream, g_epoch.load(std::memory_order_relaxed));
 }
 
 }  // namespace stream_ages_detail
@@ -68,11 +72,7 @@ void note_stream_destroyed(std::uint64_t stream) {
     return;
   }
   // Destroyed before it ran a kernel: its handle, reused, must not look new either.
-  const std::size_t n = g_count.load(std::memory_order_relaxed);
-  if (n == kMaxStreams) return;
-  g_entries[n].stream.store(stream, std::memory_order_relaxed);
-  g_entries[n].epoch.store(kRetired, std::memory_order_relaxed);
-  g_count.store(n + 1, std::memory_order_release);
+  append_locked(stream, kRetired);
 }
 
 void stream_ages_prepare_fork() { g_insert.lock(); }
