@@ -14,6 +14,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/interpose/kvremap.h DESTINATION ${CMAKE_INST
 install(FILES ${CMAKE_BINARY_DIR}/man/kvremap.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/kvremap DESTINATION ${KVREMAP_INSTALL_PYTHONDIR}
         FILES_MATCHING PATTERN "*.py")
+# The same helper as a wheel, for the virtual environments engines run in (python/CMakeLists.txt).
+install(FILES ${KVREMAP_WHEEL} DESTINATION ${CMAKE_INSTALL_DATADIR}/kvremap/python)
 
 # The C API as a package: header only (the functions are weak references the preloaded library
 # resolves), with the library's installed path for programs that preload it themselves.

@@ -91,6 +91,7 @@ CommitPlan plan_commit(const CommitInputs& in) {
   const std::int64_t available = clamp(in.device_free_bytes) - clamp(in.headroom_bytes);
   plan.margin_bytes = available - clamp(plan.kv_bytes);
   const std::string hint = next_start_hint(in, plan.margin_bytes);
+  plan.next_start_hint = hint;
   if (plan.margin_bytes >= 0) {
     plan.verdict = CommitVerdict::all_device;
     plan.message = "commit: " + gib(plan.kv_bytes) + " of KV on the device, " +

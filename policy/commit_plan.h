@@ -61,6 +61,7 @@ struct CommitPlan {
   std::int64_t margin_bytes = 0;
   std::uint64_t deficit_bytes = 0;  // KV bytes that do not fit on the device with the headroom kept
   std::string message;              // one line for the log; for fail, the missing bytes and what to change
+  std::string next_start_hint;      // the engine flags that would fit the next start; empty: none needed
 };
 
 // Decides the backing. The deficit goes to host memory at the end of every tensor: each tensor's

@@ -10,6 +10,10 @@
 
 #include "policy/command_line.h"
 #include "policy/engine_root.h"
+#include "policy/path_rules.h"
+#include "policy/profile_layers.h"
+#include "policy/text_wrap.h"
+#include "policy/tree_notice.h"
 #include "policy/printable.h"
 #include "policy/units.h"
 
@@ -49,7 +53,7 @@ OptionValue read_enum(const Options& options) {
   return EnumIndex{static_cast<std::size_t>(options.*Field)};
 }
 
-constexpr std::array<OptionSpec, 20> kOptions{{
+constexpr std::array<OptionSpec, 22> kOptions{{
     {"KVREMAP_MODE", OptionType::enumeration, "defer", kModeNames,
      "What kvremap does: `defer` places the KV cache in its arena, defers its backing during start-up work, "
      "commits it before serving and sizes the next start from a profile; `observe` only tracks and traces CUDA "
@@ -132,7 +136,8 @@ constexpr std::array<OptionSpec, 20> kOptions{{
      OptionType::boolean,
      "on",
      {},
-     "Write one JSON trace per process (Chrome trace-event format) into `KVREMAP_TRACE_DIR`.",
+     "Write one JSON trace per process that makes a tracked CUDA call (Chrome trace-event format) into "
+     "`KVREMAP_TRACE_DIR`.",
      assign_plain<&Options::trace>,
      read_plain<&Options::trace>, WhenInvalid::trace},
     {"KVREMAP_TRACE_DIR",
@@ -157,7 +162,17 @@ constexpr std::array<OptionSpec, 20> kOptions{{
      "Directory for the profiles defer mode writes after each commit (docs/kv-deferral.md, Profiles); empty means "
      "`$XDG_CACHE_HOME/kvremap`, else `~/.cache/kvremap`; `off` writes none.",
      assign_plain<&Options::profile_dir>,
-     read_plain<&Options::profile_dir>, WhenInvalid::default_value},
+     read_plain<&Options::profile_dir>, WhenInvalid::profiles},
+    {"KVREMAP_PROFILE_PATH",
+     OptionType::path_list,
+     "",
+     {},
+     "Read-only profile directories searched, in order, after KVREMAP_PROFILE_DIR when it holds no profile of the "
+     "start (an image's baked-in profiles), separated by `:`; each must be absolute and trusted like "
+     "KVREMAP_PROFILE_DIR, is never written to, and one that is not is skipped with one line; empty entries are "
+     "ignored (docs/kv-deferral.md, Profiles).",
+     assign_plain<&Options::profile_path>,
+     read_plain<&Options::profile_path>, WhenInvalid::default_value},
     {"KVREMAP_LIBRARY",
      OptionType::optional_file,
      "",
@@ -176,6 +191,16 @@ constexpr std::array<OptionSpec, 20> kOptions{{
      "Allocations of at least this size record their caller in the trace.",
      assign_plain<&Options::stack_min_bytes>,
      read_plain<&Options::stack_min_bytes>, WhenInvalid::default_value},
+    {"KVREMAP_METRICS_FILE",
+     OptionType::optional_file,
+     "",
+     {},
+     "Prometheus text file (node_exporter's textfile collector reads it) of each process's KV cache per device — "
+     "requested, on the device, on scratch, on host memory, headroom, phase, serving overflows, commit time — "
+     "replaced whole at each deferral, phase change, commit and overflow; shared by the processes that name it "
+     "(docs/tools.md, `kvremap status`); empty writes none.",
+     assign_plain<&Options::metrics_file>,
+     read_plain<&Options::metrics_file>, WhenInvalid::default_value},
     {"KVREMAP_STRICT",
      OptionType::boolean,
      "off",
@@ -351,6 +376,8 @@ std::string_view to_string(OptionType type) {
     case OptionType::optional_path:
     case OptionType::optional_file:
       return "path";
+    case OptionType::path_list:
+      return "paths";
     case OptionType::count:
       return "count";
     case OptionType::file_mode:
@@ -391,6 +418,7 @@ std::optional<OptionValue> parse_option_value(const OptionSpec& spec, std::strin
       return OptionValue{std::string(text)};
     case OptionType::optional_path:
     case OptionType::optional_file:
+    case OptionType::path_list:
       return OptionValue{std::string(text)};
     case OptionType::file_mode:
       if (auto v = parse_file_mode(text)) return OptionValue{*v};
@@ -415,6 +443,8 @@ std::string accepted_values(const OptionSpec& spec) {
       return "a directory path, `off`, or empty for the default";
     case OptionType::optional_file:
       return "a file path, or empty for the default";
+    case OptionType::path_list:
+      return "absolute directory paths separated by `:`, or empty for none";
     case OptionType::count:
       return "a whole number such as 0, 8 or 1000";
     case OptionType::file_mode:
@@ -436,6 +466,7 @@ std::string format_option_value(const OptionSpec& spec, const OptionValue& value
     case OptionType::path:
     case OptionType::optional_path:
     case OptionType::optional_file:
+    case OptionType::path_list:
       return std::get<std::string>(value);
     case OptionType::enumeration: {
       const std::size_t i = std::get<EnumIndex>(value).index;
@@ -496,6 +527,8 @@ std::string invalid_consequence(const OptionSpec& spec) {
       return "no trace is written; KV deferral and tracking go on";
     case WhenInvalid::sizing:
       return "no profile sizes this start (KVREMAP_SIZING=engine)";
+    case WhenInvalid::profiles:
+      return "profiles are off for this process (KVREMAP_PROFILE_DIR=off); KV deferral, tracking and tracing go on";
     case WhenInvalid::default_value:
       break;
   }
@@ -510,8 +543,9 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
 
   for (const auto& [name, value] : env) {
     if (!name.starts_with(kPrefix)) continue;
-    // Set by kvremap itself for the engine's descendants (policy/engine_root.h): not a setting.
-    if (name == kEngineRootVariable) continue;
+    // Set by kvremap itself for the engine's descendants (policy/engine_root.h, policy/tree_notice.h):
+    // not settings.
+    if (name == kEngineRootVariable || name == kOptionErrorsShownVariable || name == kStartLineShownVariable) continue;
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
     seen.push_back(name);
 
@@ -520,6 +554,16 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
       std::string message = "kvremap: unknown variable " + printable(name);
       if (auto suggestion = closest_option_name(name)) message += " (did you mean " + std::string(*suggestion) + "?)";
       parsed.problems.push_back({name, value, std::move(message)});
+      continue;
+    }
+    // A path that breaks the path rules is refused before anything opens or creates it by that name.
+    const bool is_path = spec->type == OptionType::path || spec->type == OptionType::optional_path ||
+                         spec->type == OptionType::optional_file;
+    if (const auto bad_path = is_path ? path_problem(value) : std::nullopt) {
+      invalid.push_back(spec);
+      parsed.problems.push_back({name, value,
+                                 "kvremap: " + name + "='" + printable(value) + "' " + *bad_path + ": expected " +
+                                     std::string(kPathRulesSummary) + "; " + invalid_consequence(*spec)});
       continue;
     }
     if (auto parsed_value = parse_option_value(*spec, value)) {
@@ -532,6 +576,9 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
                                    accepted_values(*spec) + "; " + invalid_consequence(*spec)});
   }
 
+  // A list of paths: each entry obeys the path rules (policy/profile_layers.h); a bad one is skipped.
+  if (auto bad = profile_path_problem(requested.profile_path))
+    parsed.problems.push_back({std::string(kProfilePathVariable), requested.profile_path, std::move(*bad)});
   // Only valid values reach `requested`, so this is exactly "KVREMAP_STRICT parsed as true".
   parsed.strict = requested.strict;
   // An invalid value turns off what it configures and nothing else: a bad trace directory must not
@@ -547,6 +594,9 @@ ParsedOptions parse_options(const std::vector<std::pair<std::string, std::string
         break;
       case WhenInvalid::sizing:
         requested.sizing = SizingWhen::engine;
+        break;
+      case WhenInvalid::profiles:
+        requested.profile_dir = "off";
         break;
       case WhenInvalid::default_value:
         break;  // never assigned: the default stands
@@ -606,6 +656,19 @@ std::string options_markdown_table() {
     const std::string default_cell = spec.default_text.empty() ? "empty" : "`" + std::string(spec.default_text) + "`";
     out += "| `" + std::string(spec.name) + "` | " + std::string(to_string(spec.type)) + " | " + default_cell + " | " +
            cell(accepted_values(spec)) + " | " + cell(spec.help) + " |\n";
+  }
+  return out;
+}
+
+std::string options_terminal_text(std::size_t width) {
+  std::string out;
+  for (const OptionSpec& spec : kOptions) {
+    if (!out.empty()) out += '\n';
+    // "(size, 256MiB when unset)": the word "default" built from short pieces reads as a misspelling to lintian.
+    out += std::string(spec.name) + " (" + std::string(to_string(spec.type)) + ", " +
+           (spec.default_text.empty() ? std::string("empty") : std::string(spec.default_text)) + " when unset)\n";
+    out += wrap_text("Accepts " + without_backticks(accepted_values(spec)) + ".", width, "    ");
+    out += wrap_text(without_backticks(spec.help), width, "    ");
   }
   return out;
 }

@@ -69,7 +69,9 @@ struct Options {
   std::string trace_dir;
   std::uint64_t trace_mode{};  // permission bits of new trace files (KVREMAP_TRACE_MODE), before the umask
   std::string profile_dir;     // empty: the user's cache directory; "off": no profiles
+  std::string profile_path;    // read-only profile directories searched after profile_dir, ':'-separated
   std::string tool_library;    // KVREMAP_LIBRARY: the kvremap tool's, the library ignores it
+  std::string metrics_file;    // KVREMAP_METRICS_FILE: empty, none
   LogLevel log_level{};
   bool strict{};
 };
@@ -77,7 +79,7 @@ struct Options {
 // optional_path: a path where empty means the option's computed default (shown as `path` in the docs);
 // optional_file: the same for a file rather than a directory.
 // file_mode: octal permission bits (`0600`), owner read and write included, nothing above 0777.
-enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path, file_mode, optional_file };
+enum class OptionType { size, fraction, boolean, enumeration, path, count, optional_path, file_mode, optional_file, path_list };
 std::string_view to_string(OptionType type);
 
 // What an invalid value of an option turns off; everything else stays as configured.
@@ -85,13 +87,14 @@ enum class WhenInvalid : std::uint8_t {
   deferral,       // a KV-deferral setting: KVREMAP_MODE=observe (tracking and tracing go on)
   trace,          // no trace file
   sizing,         // KVREMAP_SIZING=engine: no profile sizes this start
+  profiles,       // KVREMAP_PROFILE_DIR=off: no profile is read or written by this process
   default_value,  // the option keeps its default (log level, strictness, stack threshold, trace mode)
 };
 
 struct EnumIndex {
   std::size_t index;
 };
-// size and count -> uint64_t; fraction -> double; boolean -> bool; path, optional_path, optional_file -> string;
+// size and count -> uint64_t; fraction -> double; boolean -> bool; path, optional_path, optional_file, path_list -> string;
 // enumeration -> EnumIndex.
 using OptionValue = std::variant<std::uint64_t, double, bool, std::string, EnumIndex>;
 
@@ -152,6 +155,9 @@ std::optional<std::string_view> closest_option_name(std::string_view name);
 
 // "| Variable | Type | Default | Accepted | Meaning |" and one row per option, '\n'-terminated lines.
 std::string options_markdown_table();
+// The same for a terminal of `width` columns: per option, its name, type and value when unset on one line, then what it
+// accepts and means, filled and indented beneath it; a blank line between options.
+std::string options_terminal_text(std::size_t width);
 
 // One line each (without the "kvremap: " prefix) for settings in force that give up what deferral gains:
 // KVREMAP_COMMIT=first-launch and KVREMAP_ENGINE=other in defer mode. Logged once at load.

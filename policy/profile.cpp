@@ -184,7 +184,8 @@ bool is_phase_name(std::string_view name) {
 
 constexpr std::string_view kFormat = "kvremap profile";
 
-ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
+// `expected_key` none: any key (the tool reads profiles of every configuration).
+ProfileRead read_checked(std::string_view text, std::optional<std::string_view> expected_key) {
   if (text.size() > kMaxProfileBytes)
     return refuse("larger than " + std::to_string(kMaxProfileBytes >> 20) + " MiB: not a kvremap profile");
   if (json_nested_deeper_than(text, kMaxProfileNesting))
@@ -207,7 +208,7 @@ ProfileRead read_checked(std::string_view text, std::string_view expected_key) {
   Profile p;
   p.key = fields.string(root, "key", "key");
   if (!fields.problem().empty()) return refuse(fields.problem());
-  if (p.key != expected_key) return refuse("written for another configuration (its key does not match)");
+  if (expected_key && p.key != *expected_key) return refuse("written for another configuration (its key does not match)");
 
   p.kv_requested_bytes = fields.uint(root, "kv_requested_bytes", "kv_requested_bytes");
   p.kv_tensors = static_cast<std::uint32_t>(
@@ -298,9 +299,43 @@ std::vector<std::string> normalised_cmdline(std::span<const std::string> full_ar
   return out;
 }
 
+namespace {
+
+std::optional<std::size_t> model_value_index(EngineKind kind, std::span<const std::string> key_args) {
+  switch (kind) {
+    case EngineKind::vllm:
+      return vllm_model_value_index(key_args);
+    case EngineKind::sglang:
+      return sglang_model_value_index(key_args);
+    case EngineKind::other:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> model_argument(std::span<const std::string> argv) {
+  const std::vector<std::string> key_args = normalised_cmdline(argv);
+  const std::optional<std::size_t> at = model_value_index(profile_engine(argv).kind, key_args);
+  if (!at) return std::nullopt;
+  return key_args[*at];
+}
+
+std::string model_identity_text(std::string_view config_json) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a_64(config_json)));
+  return std::string("config.json fnv1a:") + hex;
+}
+
 std::string key_text(const ProfileKey& key) {
   std::string text = "argv:";
-  for (const std::string& arg : normalised_cmdline(key.argv)) text += " " + in_quotes_if_needed(arg);
+  std::vector<std::string> key_args = normalised_cmdline(key.argv);
+  // A model known by its config.json: the path it was found under is not part of the configuration.
+  if (!key.model_identity.empty())
+    if (const std::optional<std::size_t> at = model_value_index(profile_engine(key.argv).kind, key_args))
+      key_args[*at] = "<model>";
+  for (const std::string& arg : key_args) text += " " + in_quotes_if_needed(arg);
   text += "; device: " + in_quotes(key.device_name);
   text += "; total_bytes: " + std::to_string(key.device_total_bytes);
   text += "; rank: " + std::to_string(key.rank);
@@ -316,6 +351,7 @@ std::string key_text(const ProfileKey& key) {
     for (const std::string& module : key.software) text += " " + in_quotes(module);
   }
   if (!key.config.empty()) text += "; config: " + in_quotes(key.config);
+  if (!key.model_identity.empty()) text += "; model: " + in_quotes(key.model_identity);
   return text;
 }
 
@@ -328,11 +364,12 @@ std::uint64_t fnv1a_64(std::string_view bytes) {
   return hash;
 }
 
-std::string profile_file_name(const ProfileKey& key) {
+std::string profile_file_name(const ProfileKey& key) { return profile_file_name(key.argv, key_text(key), key.rank); }
+
+std::string profile_file_name(std::span<const std::string> argv, std::string_view text, std::uint32_t rank) {
   char id[17];
-  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a_64(key_text(key))));
-  return std::string(to_string(profile_engine(key.argv).kind)) + "-" + id + "-rank" + std::to_string(key.rank) +
-         ".json";
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(fnv1a_64(text)));
+  return std::string(to_string(profile_engine(argv).kind)) + "-" + id + "-rank" + std::to_string(rank) + ".json";
 }
 
 std::string to_json(const Profile& profile) {
@@ -466,6 +503,14 @@ std::optional<std::string> profile_out_of_bounds(const Profile& p, std::uint64_t
 ProfileRead read_profile(std::string_view text, std::string_view expected_key) {
   try {
     return read_checked(text, expected_key);
+  } catch (const std::exception& error) {
+    return refuse("cannot read the profile: " + one_line(error.what()));
+  }
+}
+
+ProfileRead read_profile_of_any_key(std::string_view text) {
+  try {
+    return read_checked(text, std::nullopt);
   } catch (const std::exception& error) {
     return refuse("cannot read the profile: " + one_line(error.what()));
   }

@@ -36,7 +36,20 @@ struct ProfileKey {
   // The `--config FILE` the engine reads flags from (policy::config_file) and a hash of its contents
   // ("FILE fnv1a:HEX", or "FILE unreadable"): flags in it change the start as flags on the line do.
   std::string config;
+  // What the model is, where its argument names a local directory holding a `config.json`: "config.json
+  // fnv1a:HEX" of that file's bytes (model_identity_text). The key then holds this instead of the path, so
+  // one model under /models/x on one node and in a Hugging Face cache snapshot on another is one start.
+  // Empty: the argument itself (a hub name, or a path without a readable config.json) is the model.
+  std::string model_identity;
 };
+
+// The model's argument in `argv` (the engine's command line) for the detected engine, as the key reads it
+// (vLLM: `serve MODEL` or `--model MODEL`; SGLang: `--model-path`), or nothing. What the library resolves
+// to a model identity.
+std::optional<std::string> model_argument(std::span<const std::string> argv);
+
+// "config.json fnv1a:HEX" for the bytes of a model directory's config.json.
+std::string model_identity_text(std::string_view config_json);
 
 // The flags of `kind` dropped from the key, with how each takes its value: they change where the server
 // listens, what it logs, or the share of memory it asks for — a profile stores absolute needs, so another
@@ -58,6 +71,8 @@ std::uint64_t fnv1a_64(std::string_view bytes);
 
 // "<engine>-<16 hex digits of fnv1a_64(key_text)>-rank<r>.json", e.g. "vllm-0123456789abcdef-rank0.json".
 std::string profile_file_name(const ProfileKey& key);
+// The same from a key's parts as read back: its normalised command line (the engine), its text and its rank.
+std::string profile_file_name(std::span<const std::string> argv, std::string_view text, std::uint32_t rank);
 
 // What one category needed after the engine sized its KV cache.
 struct PostKvPeak {
@@ -134,5 +149,8 @@ std::optional<std::string> profile_out_of_bounds(const Profile& profile, std::ui
 // kvremap profile, another schema version, another key, a missing field or one of the wrong type or range.
 // Never throws.
 ProfileRead read_profile(std::string_view text, std::string_view expected_key);
+// The same checks for a profile of whatever configuration its key names (the `kvremap profile` tool's
+// reading: it then checks the key against the file's name, policy/profile_key_parts.h).
+ProfileRead read_profile_of_any_key(std::string_view text);
 
 }  // namespace kvremap::policy

@@ -33,6 +33,12 @@ Headroom serving_headroom(const HeadroomInputs& in) {
     h.bytes = estimate;
     h.source = sglang_prefill_estimate_source(in.sglang_prefill_basis);
   }
+  if (in.engine != EngineKind::sglang && in.live_start_up_bytes > 0) {
+    const std::uint64_t counted = std::min(in.live_start_up_bytes, h.bytes);
+    h.bytes -= counted;
+    h.measured_bytes = std::min(h.measured_bytes, h.bytes);
+    h.source += kLiveStartUpSuffix;
+  }
   return h;
 }
 

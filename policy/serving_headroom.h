@@ -28,7 +28,16 @@ struct HeadroomInputs {
   // What serving needed beyond the commit in an earlier start of this configuration (its profile's
   // serving_peak_bytes: the peak, or what was live plus the ask at an out-of-memory); none without one.
   std::optional<std::uint64_t> learned_serving_bytes;
+  // A commit made at a kernel launch while start-up work still runs (before any capture, no serving port open: an
+  // engine named only by KVREMAP_ENGINE whose compile warm-up launches attention, an eager engine's first kernel):
+  // what that work holds at the commit beyond its level at the KV burst's end. Already allocated, it counts toward
+  // the headroom once: only the rest is kept free (the engine's allocator reuses those blocks, or frees them,
+  // before it serves). SGLang's reserve already counts what is held (sglang_reserve_bytes), so it does not apply there.
+  std::uint64_t live_start_up_bytes = 0;
 };
+
+// Appended to the headroom's source where what start-up work held at the commit counted toward it.
+inline constexpr const char* kLiveStartUpSuffix = ", less what start-up work held at the commit";
 
 struct Headroom {
   std::uint64_t bytes = 0;
@@ -39,9 +48,10 @@ struct Headroom {
   std::string source;  // the trace's headroom_source
 };
 
-// vLLM/other: the profiled peak, or the learned serving need where larger. SGLang: its reserve less what
-// stayed resident; where the deferral carried the start-up and no start of the configuration measured
-// serving yet, at least SGLang's prefill estimate; the learned need where larger. Never below the floor.
+// vLLM/other: the profiled peak, or the learned serving need where larger, never below the floor, less what
+// start-up work holds live at an early commit (live_start_up_bytes). SGLang: its reserve less what stayed
+// resident; where the deferral carried the start-up and no start of the configuration measured serving yet, at
+// least SGLang's prefill estimate; the learned need where larger. Never below the floor.
 Headroom serving_headroom(const HeadroomInputs& in);
 
 }  // namespace kvremap::policy

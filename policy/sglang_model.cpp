@@ -93,6 +93,12 @@ void canonical_sglang_model(std::vector<std::string>& key_args) {
     if (key_args[i] == "--model") key_args[i] = "--model-path";
 }
 
+std::optional<std::size_t> sglang_model_value_index(std::span<const std::string> key_args) {
+  for (std::size_t i = 1; i + 1 < key_args.size(); ++i)
+    if (key_args[i] == "--model-path") return i + 1;
+  return std::nullopt;
+}
+
 std::uint64_t sglang_reserve_bytes(const EngineProfile& engine, std::uint64_t device_total,
                                    std::uint64_t sized_from_free, std::uint64_t kv_bytes) {
   if (engine.mem_fraction_static)

@@ -74,6 +74,9 @@ std::span<const FlagSpec> sglang_flags_ignored_by_profiles();
 // (server_args.py:384,410 at 1f5eeb6).
 void canonical_sglang_model(std::vector<std::string>& key_args);
 
+// Where the model's name or path stands in canonical key arguments: the value of `--model-path`.
+std::optional<std::size_t> sglang_model_value_index(std::span<const std::string> key_args);
+
 // The reserve SGLang keeps beside weights and KV on a device of `device_total` bytes: (1 -
 // --mem-fraction-static) x the device's total memory (SGLang takes its free memory before the weights,
 // a little less: kvremap keeps a little more), or without the flag what was free at its sizing query

@@ -20,9 +20,7 @@ std::int64_t add(std::int64_t a, std::int64_t b) { return clamp_signed(clamp_sig
 std::int64_t sub(std::int64_t a, std::int64_t b) { return clamp_signed(clamp_signed(a) - clamp_signed(b)); }
 std::int64_t as_signed(std::uint64_t v) { return static_cast<std::int64_t>(std::min<std::uint64_t>(v, kLimit)); }
 
-std::string signed_bytes(std::int64_t v) {
-  return v < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-v)) : format_bytes(static_cast<std::uint64_t>(v));
-}
+std::string signed_bytes(std::int64_t v) { return format_bytes_signed(v); }
 
 }  // namespace
 

@@ -9,8 +9,9 @@
 namespace kvremap::policy {
 
 // Written into every trace's header and summary. Version 2 added allocation lifetimes (an "alloc"
-// complete event).
-inline constexpr int kTraceSchemaVersion = 2;
+// complete event); version 3 made the counter's kv series what the device holds of the KV cache, beside a
+// "device <N> kv bytes" counter of where that cache lies.
+inline constexpr int kTraceSchemaVersion = 3;
 
 // The allocation categories, in policy::Category's order (the order reports print them).
 inline constexpr std::array<std::string_view, kCategoryCount> kCategoryNames{"kv",         "graph_pool", "graph_exec", "module",

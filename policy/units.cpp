@@ -126,4 +126,9 @@ std::string format_bytes(std::uint64_t bytes) {
   return buffer;
 }
 
+std::string format_bytes_signed(std::int64_t bytes) {
+  return bytes < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-(bytes + 1)) + 1)
+                   : format_bytes(static_cast<std::uint64_t>(bytes));
+}
+
 }  // namespace kvremap::policy

@@ -23,6 +23,8 @@ std::optional<std::uint64_t> parse_count(std::string_view text);
 
 // "1.50 GiB", "512.00 MiB", "4096 B": for logs and messages.
 std::string format_bytes(std::uint64_t bytes);
+// The same for a difference: "-1.50 GiB" below zero, as format_bytes otherwise (no sign).
+std::string format_bytes_signed(std::int64_t bytes);
 
 // What parse_size accepts, for one-line error messages.
 inline constexpr std::string_view kSizeSyntax = "a size such as 4096, 64KiB, 512MiB, 1.5G or 2GiB";

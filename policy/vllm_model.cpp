@@ -183,6 +183,15 @@ void canonical_vllm_model(std::vector<std::string>& key_args) {
   }
 }
 
+std::optional<std::size_t> vllm_model_value_index(std::span<const std::string> key_args) {
+  const auto serve = std::find(key_args.begin(), key_args.end(), "serve");
+  if (serve != key_args.end() && serve + 1 != key_args.end() && !(serve + 1)->starts_with("-"))
+    return static_cast<std::size_t>(serve - key_args.begin()) + 1;
+  for (std::size_t i = 1; i + 1 < key_args.size(); ++i)
+    if (key_args[i] == "--model") return i + 1;
+  return std::nullopt;
+}
+
 std::optional<double> vllm_memory_share(const EngineProfile& engine) {
   if (engine.kind != EngineKind::vllm || engine.kv_cache_memory) return std::nullopt;
   return engine.gpu_memory_utilization.value_or(kVllmDefaultUtilization);

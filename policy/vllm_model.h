@@ -94,6 +94,10 @@ std::span<const FlagSpec> vllm_flags_ignored_by_profiles();
 // vllm.entrypoints.openai.api_server --model MODEL`) have no positional model and stay as they are.
 void canonical_vllm_model(std::vector<std::string>& key_args);
 
+// Where the model's name or path stands in canonical key arguments: the positional word after `serve`,
+// else the value of `--model`; nothing without one.
+std::optional<std::size_t> vllm_model_value_index(std::span<const std::string> key_args);
+
 // The share of the device that sizes the KV cache: --gpu-memory-utilization, kVllmDefaultUtilization
 // where not given; nothing when --kv-cache-memory gives the size, or for another engine.
 std::optional<double> vllm_memory_share(const EngineProfile& engine);

@@ -10,7 +10,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev valgrind clang libclang-rt-dev
   python3-numba  # a real third-party driver-API client for the simulator's tests (tests/integration/numba_client.py)
   python3-setproctitle  # renames processes as vLLM and SGLang do (tests/integration/engine_tree.py)
+  python3-setuptools python3-wheel python3-pip python3-venv  # the Python helper's wheel, built offline, tested in a venv
+  python3-prometheus-client  # a strict parser of KVREMAP_METRICS_FILE (tests/integration/test_metrics.cpp)
   chromium  # the browser test of `kvremap plot` (headless)
+  libcairo2-dev  # `kvremap plot -o x.png` draws with cairo (tools/plot/png.cpp)
 )
 
 missing=()

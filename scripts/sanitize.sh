@@ -14,6 +14,7 @@ jobs=${JOBS:-2}
 
 # The tests preload the sanitizer runtime ahead of libkvremap.so (KVREMAP_PRELOAD in CMakeLists.txt).
 export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$root/tests/data/lsan.supp:${LSAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 # die_after_fork=0: a forked child that uses CUDA starts kvremap's trace writer thread, as an engine
 # worker forked from a threaded parent starts its own threads; TSan refuses that unless told.

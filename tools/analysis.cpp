@@ -102,6 +102,8 @@ void open_phase(PhaseFigures& figures, DeviceReplay& d, const PhaseSpan& span) {
   figures.peak_bytes = sum(d.live);
   figures.peak_ts_us = span.start_us;
   figures.peak_by_category = d.live;
+  figures.live_at_start = d.live;
+  figures.peak_beside_kv_bytes = beside_kv(d.live);
   d.peak_step.push_back(d.last_step);
 }
 
@@ -187,6 +189,13 @@ bool agree(const std::map<std::string, trace::CategoryStats>& summary,
 
 }  // namespace
 
+std::uint64_t beside_kv(const ByCategory& live) {
+  std::uint64_t sum = 0;
+  for (const auto& [category, bytes] : live)
+    if (category != "kv") sum += bytes;
+  return sum;
+}
+
 const DeviceFigures* find_device(const ProcessFigures& process, int device) {
   for (const DeviceFigures& d : process.devices)
     if (d.device == device) return &d;
@@ -242,6 +251,8 @@ ProcessFigures analyse(const trace::Trace& trace) {
   out.complete = trace.complete;
   out.truncated = trace.truncated;
   out.has_summary = trace.summary.has_value();
+  out.stopped = trace.stopped;
+  out.stopped_at_us = trace.stopped_at_us;
   const bool checkpoints_from_events = !trace.checkpoints.empty() || !trace.summary;
   out.checkpoints = checkpoints_from_events ? trace.checkpoints : trace.summary->checkpoints;
   out.phase_changes = trace.phase_changes;
@@ -328,6 +339,7 @@ ProcessFigures analyse(const trace::Trace& trace) {
       p.peak_ts_us = step.ts_us;
       d.peak_step[phase] = static_cast<std::ptrdiff_t>(i);
     }
+    p.peak_beside_kv_bytes = std::max(p.peak_beside_kv_bytes, beside_kv(d.live));
     std::uint64_t& category_peak = p.peak_by_category[category];
     category_peak = std::max(category_peak, d.live[category]);
     // The timeline: the highest point of each time slot.

@@ -30,6 +30,8 @@ struct PhaseFigures {
   std::uint64_t peak_bytes = 0;  // all categories together, the highest within the phase
   double peak_ts_us = 0;
   ByCategory peak_by_category;           // each category's own highest within the phase
+  ByCategory live_at_start;              // live at the phase's start
+  std::uint64_t peak_beside_kv_bytes = 0;  // every category but kv together, the highest within the phase
   ByCategory live_at_end;                // live at the phase's end, whenever allocated
   ByCategory allocated;                  // allocated within the phase, frees not subtracted
   ByCategory allocated_live_at_end;      // allocated within the phase and still live at its end
@@ -109,6 +111,8 @@ struct ProcessFigures {
   bool complete = false;
   bool truncated = false;
   bool has_summary = false;
+  std::string stopped;        // the writer's error where the trace file could not grow (Trace::stopped), or empty
+  double stopped_at_us = 0;   // and when
   std::string exit;   // the summary's, or empty
   double end_us = 0;  // the summary's time, else the last event's
   std::vector<DeviceFigures> devices;
@@ -116,6 +120,9 @@ struct ProcessFigures {
   std::vector<trace::PhaseChange> phase_changes;
   std::map<std::string, std::uint64_t> counts;
 };
+
+// Every category but kv together: what the engine held beside its KV cache.
+std::uint64_t beside_kv(const ByCategory& live);
 
 // Pure: everything from the typed records of one trace.
 ProcessFigures analyse(const trace::Trace& trace);

@@ -1,7 +1,10 @@
-// The kvremap CLI entry point: run, report, validate, plot, diff, merge, what-if, help-env, libpath.
+// The kvremap CLI entry point: run, size, status, report, validate, plot, diff, merge, what-if, help-env, libpath.
 #include <CLI/CLI.hpp>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -15,6 +18,7 @@
 
 #include "interpose/version_number.h"
 #include "policy/options.h"
+#include "policy/path_rules.h"
 #include "policy/printable.h"
 #include "policy/units.h"
 #include "tools/analysis.h"
@@ -24,12 +28,15 @@
 #include "tools/merge.h"
 #include "tools/output_file.h"
 #include "tools/plot.h"
+#include "tools/profile_cmd.h"
 #include "tools/progress.h"
 #include "tools/report.h"
 #include "tools/report_json.h"
 #include "tools/what_if.h"
 #include "tools/run_command.h"
+#include "tools/status.h"
 #include "tools/text.h"
+#include "tools/trace_paths.h"
 #include "tools/trace/trace_reader.h"
 
 namespace {
@@ -42,8 +49,11 @@ constexpr const char* kRunDescription = R"(kvremap run [OPTIONS] -- COMMAND [ARG
 
 The command runs with LD_PRELOAD set to the entries it already has (kept first: a sanitizer runtime
 must stay ahead) followed by the library, unless one of them already is that file; KVREMAP_TRACE_DIR
-set to --trace-dir, else to the environment's KVREMAP_TRACE_DIR, else to a private directory removed
-at the end (kept, and named, while a process the command started still runs); KVREMAP_PROFILE_DIR set to --profile-dir when given. The rest of the environment is
+set to --trace-dir, else to the environment's KVREMAP_TRACE_DIR, else to a new run directory
+$XDG_STATE_HOME/kvremap/runs/DATE-PID (~/.local/state/... without XDG_STATE_HOME), which is kept and
+named with the commands that read it (--discard-traces: a temporary directory removed at the end,
+kept while a process the command started still runs); KVREMAP_PROFILE_DIR set to --profile-dir when given.
+Every KVREMAP_* variable is checked first: with any bad name or value the command is not started. The rest of the environment is
 passed unchanged. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to kvremap are passed
 on to the command; those the terminal sends (Ctrl-C) reach it directly and are not sent twice.
 
@@ -57,13 +67,30 @@ cache requested, committed on the device and on the host, the margin, the larges
 profile used or written and the flags for the same start without kvremap.
 
 Exit status: the command's (of its last start), or 128+N when signal N killed it; 2 for a bad command
-line, a missing library or an unusable trace directory; 126 when the command cannot be executed,
+line, a bad KVREMAP_* variable, a missing library or an unusable trace directory; 126 when the command cannot be executed,
 127 when it is not found.)";
+
+constexpr const char* kSizeDescription = R"(kvremap size [OPTIONS] -- COMMAND [ARGS...]
+
+A sizing run: the command starts as under kvremap run (the same environment, traces and profiles), and
+kvremap follows its traces. Once every process that deferred its KV cache has committed it and written its
+profile, and nothing new happened for --settle seconds, the command is sent SIGTERM, as a supervisor stops
+a server, and SIGKILL after --grace seconds more. What an init container or a deployment pipeline runs once
+per configuration and GPU type: later starts of the same configuration, with the same profile directory, are
+sized from what it measured. Ends with one line: the KV each process holds on the device and on host
+memory, and the profiles written. Needs KVREMAP_MODE=defer (the default) and a profile directory.
+
+Exit status: 0 when every process that deferred its KV cache wrote its profile; otherwise the command's
+status (1 when it exited 0) with a line saying what was missing; 2 for a bad command line, a bad
+KVREMAP_* variable, a missing
+library, an unusable trace directory, KVREMAP_MODE=observe or profiles off; 126 or 127 when the command
+cannot be executed or is not found.)";
 
 constexpr const char* kExitCodes =
     "Exit status: 0 success; 1 a trace could not be read (missing, truncated before its header, not a\n"
-    "kvremap trace, another schema version) or cannot answer the question; 2 a bad command line or an\n"
-    "output file that cannot be written. Progress goes to stderr when reading takes more than a second.";
+    "kvremap trace, another schema version, an event that breaks the schema: the line `kvremap validate`\n"
+    "prints for it) or cannot answer the question; 2 a bad command line or an output file that cannot be\n"
+    "written. Progress goes to stderr when reading takes more than a second.";
 
 // Any failure to read one trace is one line on stderr naming the file, and exit status 1; the
 // reader reports its problems as TraceError, anything else (out of memory) is caught here too.
@@ -132,7 +159,20 @@ bool write_file(const char* command, const std::string& path, const std::string&
   return true;
 }
 
-int run_plot(const std::vector<std::string>& paths, const std::string& output) {
+int run_plot(const std::vector<std::string>& paths, const std::string& output, const std::string& align_name) {
+  // The format from the output's extension; a name without one (/dev/stdout, a FIFO) gets the HTML page.
+  const auto format = kvremap::plot::format_for_path(output);
+  if (!format) {
+    kvremap::cli::say("plot", output + ": unknown extension " + output.substr(output.rfind('.')) +
+                                  ": name the file .html (or .htm), .svg or .png");
+    return kExitUsage;
+  }
+  if (align_name != "wall" && align_name != "start") {
+    kvremap::cli::say("plot", "--align " + align_name + ": unknown; use wall (one wall-clock axis) or start (each "
+                              "process from its own first event)");
+    return kExitUsage;
+  }
+  const auto align = align_name == "start" ? kvremap::plot::Align::start : kvremap::plot::Align::wall;
   std::vector<kvremap::analysis::ProcessFigures> processes;
   int status = kExitOk;
   for (const std::string& path : paths) {
@@ -144,7 +184,13 @@ int run_plot(const std::vector<std::string>& paths, const std::string& output) {
     }
   }
   if (processes.empty()) return status;
-  if (!write_file("plot", output, kvremap::plot::render_html(processes))) return kExitUsage;
+  std::string error;
+  const std::string drawn = kvremap::plot::render(processes, *format, align, error);
+  if (drawn.empty()) {
+    kvremap::cli::say("plot", output + ": cannot draw: " + error);
+    return kExitTraceProblem;
+  }
+  if (!write_file("plot", output, drawn)) return kExitUsage;
   std::printf("%s", kvremap::cli::text("{}: {} processes\n", output, processes.size()).c_str());
   return status;
 }
@@ -234,12 +280,17 @@ int run_validate(const std::vector<std::string>& paths) {
         status = kExitTraceProblem;
         continue;
       }
-      const std::string ending = result.trace.complete ? ""
-                                 : !result.trace.stopped.empty()
-                                     ? ", stopped early: the trace file could not grow (" + result.trace.stopped + ")"
-                                     : ", no closing ']' (process did not exit cleanly)";
-      std::printf("%s", kvremap::cli::text("{}: ok, {} events{}{}\n", path, result.trace.event_count, ending,
-                                           result.trace.truncated ? ", incomplete last line ignored" : "")
+      // Valid as far as it goes: a trace that stopped early or never got past its header is no problem.
+      const kvremap::trace::Trace& trace = result.trace;
+      const std::string ending =
+          trace.complete ? ""
+          : !trace.stopped.empty()
+              ? kvremap::cli::text(", stopped early at {:.3f} s: {} (the trace file could not grow)",
+                                   trace.stopped_at_us / 1e6, trace.stopped)
+              : ", no closing ']' (process did not exit cleanly)";
+      std::printf("%s", kvremap::cli::text("{}: ok, {} events{}{}{}\n", path, trace.event_count,
+                                           trace.event_count == trace.metadata_events ? " (the header only)" : "",
+                                           ending, trace.truncated ? ", incomplete last line ignored" : "")
                             .c_str());
     } catch (const std::exception& error) {
       std::fflush(stdout);  // problems already printed for earlier files come first
@@ -248,6 +299,18 @@ int run_validate(const std::vector<std::string>& paths) {
     }
   }
   return status;
+}
+
+// The width of the terminal standard output is, else $COLUMNS, else 80; within 40 to 120, where prose reads.
+std::size_t terminal_columns() {
+  std::size_t columns = 80;
+  winsize size{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    columns = size.ws_col;
+  } else if (const char* from_environment = std::getenv("COLUMNS")) {
+    if (const auto n = std::strtoul(from_environment, nullptr, 10); n > 0) columns = n;
+  }
+  return std::clamp<std::size_t>(columns, 40, 120);
 }
 
 }  // namespace
@@ -262,7 +325,8 @@ int main(int argc, char** argv) {
   libpath->footer(
       "Beside this kvremap: in an installed tree, PREFIX/bin/kvremap preloads\n"
       "PREFIX/lib/.../kvremap/libkvremap.so.N; in a build tree, bin/kvremap preloads lib/libkvremap.so.N.\n"
-      "Exit status 2 when there is none (or KVREMAP_LIBRARY names no file).");
+      "Exit status 2 when there is none, or when KVREMAP_LIBRARY names no libkvremap.so (a 64-bit ELF shared\n"
+      "object that defines kvremap_version), read from its ELF headers without loading it.");
 
   kvremap::run::RunOptions run_options;
   auto* run = app.add_subcommand("run",
@@ -271,37 +335,75 @@ int main(int argc, char** argv) {
   run->add_option("--trace-dir", run_options.trace_dir, "Directory for the traces (created if missing)");
   run->add_option("--profile-dir", run_options.profile_dir, "Directory for the profiles (KVREMAP_PROFILE_DIR)");
   run->add_option("--library", run_options.library, "The libkvremap.so to preload (default: kvremap libpath)");
+  run->add_flag("--discard-traces", run_options.discard_traces,
+                 "Without --trace-dir: a temporary trace directory, removed at the end");
   // After "--" every word is the command's, options included.
   run->add_option("COMMAND", run_options.command, "The command and its arguments")->allow_extra_args();
   run->footer(kRunDescription);
 
+  // `size` shares run's options: it is a run that ends once the start-up is measured.
+  double size_settle_s = 2, size_grace_s = 30;
+  auto* size = app.add_subcommand("size",
+                                  "Run a command's start-up until kvremap has measured it, write its profile, end it");
+  size->add_option("--trace-dir", run_options.trace_dir, "Directory for the traces (created if missing)");
+  size->add_option("--profile-dir", run_options.profile_dir, "Directory for the profiles (KVREMAP_PROFILE_DIR)");
+  size->add_option("--library", run_options.library, "The libkvremap.so to preload (default: kvremap libpath)");
+  size->add_flag("--discard-traces", run_options.discard_traces,
+                 "Without --trace-dir: a temporary trace directory, removed at the end");
+  size->add_option("--settle", size_settle_s, "Seconds with nothing new after the last profile before ending (default 2)")
+      ->check(CLI::Range(0.0, 3600.0));
+  size->add_option("--grace", size_grace_s, "Seconds between SIGTERM and SIGKILL (default 30)")
+      ->check(CLI::Range(0.0, 3600.0));
+  size->add_option("COMMAND", run_options.command, "The command and its arguments")->allow_extra_args();
+  size->footer(kSizeDescription);
+
+  std::string status_file;
+  double status_watch = 0;
+  auto* status = app.add_subcommand("status", "List the engines running under kvremap here: phase, KV on device, host");
+  status->add_option("--metrics-file", status_file, "The engines' KVREMAP_METRICS_FILE (default: the environment's)");
+  status->add_option("--watch", status_watch, "Refresh every this many seconds until interrupted")
+      ->check(CLI::Range(0.1, 3600.0));
+  status->footer("Reads the Prometheus text file the library writes under KVREMAP_METRICS_FILE and shows one row per\n"
+                 "running process and device. Exit status 2 when no file is named or it cannot be read.");
+
   auto* help_env = app.add_subcommand("help-env", "Print the KVREMAP_* environment variables the library reads");
+  bool help_env_markdown = false;
+  help_env->add_flag("--markdown", help_env_markdown, "The Markdown table of docs/configuration.md instead");
 
   std::vector<std::string> report_paths;
   bool report_as_json = false;
   auto* report =
       app.add_subcommand("report", "Summarise memory per category, checkpoints, captures and phases of traces");
-  report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files")->required();
+  report->add_option("TRACE", report_paths, "kvremap-<host>-<pid>.json trace files, or directories of them")->required();
   report->add_flag("--json", report_as_json, "One JSON array on stdout, one object per trace (docs/tools.md)");
   report->footer(kExitCodes);
 
   std::vector<std::string> plot_paths;
   std::string plot_output;
-  auto* plot = app.add_subcommand("plot", "Write device memory over time as one self-contained HTML page");
-  plot->add_option("TRACE", plot_paths, "Trace files; one panel per process and device, on one time axis")->required();
-  plot->add_option("-o,--output", plot_output, "The HTML file to write")->required();
+  std::string plot_align = "wall";
+  auto* plot = app.add_subcommand(
+      "plot", "Draw device memory over time: a self-contained HTML page, an SVG or a PNG (by the output's extension)");
+  plot->add_option("TRACE", plot_paths, "Trace files or directories of them; one panel per process and device, on one time axis")->required();
+  plot->add_option("-o,--output", plot_output,
+                   "The file to write: .html or .htm (the page), .svg or .png (the chart); a name without an "
+                   "extension (/dev/stdout) gets the page")
+      ->required();
+  plot->add_option("--align", plot_align,
+                   "wall: processes on one wall-clock axis from the earliest start; start: each from its own first "
+                   "event, drawn over each other")
+      ->default_str("wall");
   plot->footer(kExitCodes);
 
   std::string diff_a, diff_b;
   auto* diff = app.add_subcommand("diff", "Compare two traces per phase and category, largest differences first");
-  diff->add_option("A", diff_a, "The first trace")->required();
-  diff->add_option("B", diff_b, "The second trace")->required();
+  diff->add_option("A", diff_a, "The first trace (or a directory holding only it)")->required();
+  diff->add_option("B", diff_b, "The second trace (or a directory holding only it)")->required();
   diff->footer(kExitCodes);
 
   std::vector<std::string> merge_paths;
   std::string merge_output;
   auto* merge = app.add_subcommand("merge", "Merge traces into one Perfetto timeline aligned on wall-clock start");
-  merge->add_option("TRACE", merge_paths, "Trace files, one process track each")->required();
+  merge->add_option("TRACE", merge_paths, "Trace files or directories of them, one process track each")->required();
   merge->add_option("-o,--output", merge_output, "The merged trace to write")->required();
   merge->footer(kExitCodes);
 
@@ -327,7 +429,10 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Check traces against the trace schema (exit 1 on any problem)");
-  validate->add_option("TRACE", validate_paths, "kvremap-<host>-<pid>.json trace files")->required();
+  validate->add_option("TRACE", validate_paths, "kvremap-<host>-<pid>.json trace files, or directories of them")->required();
+
+  // `kvremap profile ...` (tools/profile_cmd.cpp).
+  const kvremap::cli::ProfileCommands profile_commands(app);
 
   try {
     app.parse(argc, argv);
@@ -337,20 +442,30 @@ int main(int argc, char** argv) {
     std::string message = error.what();
     std::replace(message.begin(), message.end(), '\n', ' ');
     // Without "--", the command's own options look like run's.
-    if (run->parsed() && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr)
+    if ((run->parsed() || size->parsed()) && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr)
       message += "; the command goes after '--'";
-    std::fprintf(stderr, "kvremap: %s (see kvremap --help)\n", kvremap::policy::printable(message).c_str());
+    // The help of the subcommand the mistake was made in says what it takes.
+    std::string help = "kvremap --help";
+    for (const CLI::App* sub : app.get_subcommands()) help = "kvremap " + sub->get_name() + " --help";
+    std::fprintf(stderr, "kvremap: %s (see %s)\n", kvremap::policy::printable(message).c_str(), help.c_str());
     return kExitUsage;
   }
 
+  if (const std::optional<int> status = profile_commands.run()) return *status;
   if (help_env->parsed()) {
-    std::printf("%s", kvremap::policy::options_markdown_table().c_str());
+    std::printf("%s", help_env_markdown ? kvremap::policy::options_markdown_table().c_str()
+                                        : kvremap::policy::options_terminal_text(terminal_columns()).c_str());
     return kExitOk;
   }
-  if (libpath->parsed() || (run->parsed() && run_options.library.empty())) {
+  if (size->parsed()) {
+    run_options.sizing_run = true;
+    run_options.settle_ms = static_cast<int>(size_settle_s * 1000);
+    run_options.grace_ms = static_cast<int>(size_grace_s * 1000);
+  }
+  if (libpath->parsed() || ((run->parsed() || size->parsed()) && run_options.library.empty())) {
     const kvremap::cli::LibraryLocation library = kvremap::cli::locate_own_library();
     if (!library.problem.empty()) {
-      kvremap::cli::say(libpath->parsed() ? "libpath" : "run", library.problem);
+      kvremap::cli::say(libpath->parsed() ? "libpath" : size->parsed() ? "size" : "run", library.problem);
       return kExitUsage;
     }
     if (libpath->parsed()) {
@@ -359,9 +474,37 @@ int main(int argc, char** argv) {
     }
     run_options.library = library.path;
   }
-  if (run->parsed()) return kvremap::run::run_command(run_options);
+  if (run->parsed() || size->parsed()) return kvremap::run::run_command(run_options);
+  if (status->parsed()) {
+    const char* origin = status_file.empty() ? "KVREMAP_METRICS_FILE" : "--metrics-file";
+    if (status_file.empty())
+      if (const char* from_environment = std::getenv("KVREMAP_METRICS_FILE")) status_file = from_environment;
+    if (const auto bad = kvremap::policy::path_problem(status_file)) {
+      kvremap::cli::say("status", std::string(origin) + "='" + kvremap::policy::printable(status_file) + "' " + *bad +
+                                      ": expected " + std::string(kvremap::policy::kPathRulesSummary));
+      return kExitUsage;
+    }
+    return kvremap::cli::run_status(status_file, status_watch);
+  }
+  // A directory among the trace arguments stands for the traces in it (tools/trace_paths.h), for every reader.
+  for (auto* paths : {&report_paths, &plot_paths, &merge_paths, &validate_paths}) {
+    if (paths->empty()) continue;
+    const char* command = paths == &report_paths ? "report"
+                          : paths == &plot_paths ? "plot"
+                          : paths == &merge_paths ? "merge"
+                                                  : "validate";
+    auto expanded = kvremap::cli::expand_trace_paths(command, *paths);
+    if (!expanded) return kExitUsage;
+    *paths = std::move(*expanded);
+  }
+  for (auto [command, path] : {std::pair{"diff", &diff_a}, std::pair{"diff", &diff_b}, std::pair{"what-if", &what_if_path}}) {
+    if (path->empty()) continue;
+    auto expanded = kvremap::cli::expand_one_trace_path(command, *path);
+    if (!expanded) return kExitUsage;
+    *path = std::move(*expanded);
+  }
   if (report->parsed()) return run_report(report_paths, report_as_json);
-  if (plot->parsed()) return run_plot(plot_paths, plot_output);
+  if (plot->parsed()) return run_plot(plot_paths, plot_output, plot_align);
   if (diff->parsed()) return run_diff(diff_a, diff_b);
   if (merge->parsed()) return run_merge(merge_paths, merge_output);
   if (what_if->parsed()) {

@@ -60,12 +60,20 @@ std::vector<std::string> display_order(const CategoryTable& table) {
   return names;
 }
 
+// A command line without the spaces after its end: a process title read by an older library kept the
+// padding of the argv area setproctitle cleared.
+std::string_view without_padding(std::string_view line) {
+  while (!line.empty() && line.back() == ' ') line.remove_suffix(1);
+  return line;
+}
+
 void append_identity(std::string& out, const Trace& trace) {
   const trace::Header& header = trace.header;
   cli::append(out, "== {}\n", trace.source);
   cli::append(out, "process   {} (parent {}) on {}: {}\n", header.pid, header.ppid,
-                 header.hostname.empty() ? "?" : header.hostname, header.cmdline);
-  if (header.engine_cmdline != header.cmdline) cli::append(out, "engine    {}\n", header.engine_cmdline);
+                 header.hostname.empty() ? "?" : header.hostname, without_padding(header.cmdline));
+  if (without_padding(header.engine_cmdline) != without_padding(header.cmdline))
+    cli::append(out, "engine    {}\n", without_padding(header.engine_cmdline));
   std::string options;
   for (const auto& [name, value] : header.options) options += fmt::format(" {}={}", name, value);
   cli::append(out, "library   {} (schema {}); options:{}\n", header.library_version,
@@ -87,10 +95,13 @@ void append_identity(std::string& out, const Trace& trace) {
     latest(trace.checkpoints);
     latest(trace.graph_execs);
     latest(trace.modules);
+    const std::string last = trace.event_count == trace.metadata_events
+                                 ? std::string("no event after the header")
+                                 : "last memory event at " + format_seconds(last_ts);
     ending = trace.stopped.empty()
-                 ? fmt::format("without a summary (killed or crashed?); last memory event at {}", format_seconds(last_ts))
-                 : fmt::format("early: the trace file could not grow ({}); last memory event at {}", trace.stopped,
-                               format_seconds(last_ts));
+                 ? fmt::format("without a summary (killed or crashed?); {}", last)
+                 : fmt::format("early, stopped at {}: {} (the trace file could not grow); {}",
+                               format_seconds(trace.stopped_at_us), trace.stopped, last);
   }
   if (trace.truncated) ending += "; an incomplete last line was ignored";
   if (!trace.complete && trace.summary) ending += "; the closing ']' is missing";
@@ -328,6 +339,9 @@ void append_notes(std::string& out, const Trace& trace) {
     if (event.name == "tracking disabled") {
       cli::append(out, "note: tracking disabled at {}: {}\n", format_seconds(event.event.ts_us),
                      text("reason"));
+    } else if (event.name == "trace stopped") {
+      cli::append(out, "note: trace stopped at {}: {} (the trace file could not grow)\n",
+                  format_seconds(event.event.ts_us), text("error"));
     } else if (event.name == "option error") {
       cli::append(out, "note: option error: {}={}: {}\n", text("variable"), text("value"),
                      text("message"));

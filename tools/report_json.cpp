@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "tools/report.h"
+#include "tools/start_up_work.h"
 #include "tools/text.h"
 
 namespace kvremap::report {
@@ -79,6 +80,40 @@ nlohmann::json oom_json(const analysis::OomSnapshot& s) {
           {"other_bytes", s.other_bytes}};
 }
 
+// Per device: what the start-up work after the KV cache needed, by name, and — where kvremap deferred the KV
+// cache — that the kv category's peak counts the cache at its reserved size, and where it lay.
+void append_start_up_work(std::string& out, const analysis::DeviceFigures& device) {
+  const std::vector<std::string> lines = analysis::start_up_work_lines(analysis::start_up_work(device));
+  const analysis::KvFigures& kv = device.kv;
+  if (lines.empty() && !kv.deferred) return;
+  cli::append(out, "\nstart-up work after the KV cache, device {}:\n", device.device);
+  for (const std::string& line : lines) cli::append(out, "  {}\n", line);
+  if (!kv.deferred) return;
+  std::string where = fmt::format("deferred, it lay on a {} scratch", format_bytes(kv.scratch_bytes));
+  if (kv.committed)
+    where += fmt::format("; committed, {} on the device and {} on host memory", format_bytes(kv.device_bytes),
+                         format_bytes(kv.host_bytes));
+  cli::append(out, "  the peaks above count the KV cache at its reserved size, {}: {}\n", format_bytes(kv.kv_bytes),
+              where);
+}
+
+// What the start-up work after the KV cache needed (tools/start_up_work.h); null for a phase not seen.
+nlohmann::json start_up_work_json(const analysis::DeviceFigures& d) {
+  const analysis::StartUpWork w = analysis::start_up_work(d);
+  nlohmann::json out = {{"post_kv_warmup", nullptr}, {"capture", nullptr}};
+  if (w.warmup.seen)
+    out["post_kv_warmup"] = {{"seconds", w.warmup.seconds},
+                             {"peak_above_bytes", w.warmup.peak_above_bytes},
+                             {"resident_bytes", w.warmup.resident_bytes},
+                             {"modules_bytes", w.warmup.modules_bytes}};
+  if (w.capture.seen)
+    out["capture"] = {{"seconds", w.capture.seconds},
+                      {"graph_pool_bytes", w.capture.graph_pool_bytes},
+                      {"graph_exec_bytes", w.capture.graph_exec_bytes},
+                      {"peak_above_bytes", w.capture.peak_above_bytes}};
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json report_json(const analysis::ProcessFigures& process) {
@@ -96,6 +131,7 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
                        {"categories", categories_json(d.categories)},
                        {"phases", phases},
                        {"kv", kv_json(d.kv)},
+                       {"start_up_work", start_up_work_json(d)},
                        {"oom_snapshots", oom}});
   }
   nlohmann::json checkpoints = nlohmann::json::array();
@@ -131,6 +167,9 @@ nlohmann::json report_json(const analysis::ProcessFigures& process) {
             {"exit", process.exit},
             {"complete", process.complete},
             {"truncated", process.truncated},
+            {"stopped", process.stopped.empty() ? nlohmann::json(nullptr)
+                                                : nlohmann::json{{"at_us", process.stopped_at_us},
+                                                                 {"error", process.stopped}}},
             {"end_us", process.end_us}}},
           {"devices", devices},
           {"checkpoints", checkpoints},
@@ -163,6 +202,7 @@ std::string render_phase_attribution(const analysis::ProcessFigures& process) {
         callers += fmt::format("{}{} {}", callers.empty() ? "" : ", ", c.caller, format_bytes(c.bytes));
       cli::append(out, "  {:<15} at the peak: {}\n", "", callers);
     }
+    append_start_up_work(out, d);
   }
   return out;
 }

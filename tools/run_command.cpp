@@ -3,18 +3,22 @@
 #include "tools/run_command.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -28,9 +32,13 @@
 #include <vector>
 
 #include "policy/json_depth.h"
+#include "policy/options.h"
+#include "policy/path_rules.h"
 #include "policy/printable.h"
 #include "tools/exit_status.h"
+#include "tools/library_location.h"
 #include "tools/run_summary.h"
+#include "tools/sizing_watch.h"
 #include "tools/text.h"
 #include "tools/trace/trace_reader.h"
 
@@ -104,6 +112,13 @@ class SignalChannel {
     }
   }
 
+  // Whether a signal arrives within `timeout_ms` (next(true) then reads it without blocking); false also when
+  // poll fails, so a caller polling for other reasons goes on.
+  bool wait_for_signal(int timeout_ms) const {
+    pollfd fd{fd_, POLLIN, 0};
+    return poll(&fd, 1, timeout_ms) > 0;
+  }
+
  private:
   sigset_t blocked_{};
   sigset_t inherited_mask_{};
@@ -129,8 +144,42 @@ bool should_forward(const signalfd_siginfo& info, pid_t child) {
   return static_cast<pid_t>(info.ssi_pid) != child;
 }
 
+// A sizing run (`kvremap size`) in progress: its traces are followed, and once every process that deferred
+// its KV cache has committed it and written its profile, and nothing has changed for the settle time, the
+// command is asked to end (SIGTERM, as a supervisor stops a server), then killed after the grace time.
+struct SizingRun {
+  SizingWatch watch;
+  std::string directory;
+  std::set<std::string> before;
+  std::chrono::milliseconds settle{2000};
+  std::chrono::milliseconds grace{30000};
+  std::uint64_t progress = 0;
+  std::chrono::steady_clock::time_point changed{};
+  bool asked_to_end = false;
+  bool killed = false;
+  std::chrono::steady_clock::time_point asked_at{};
+
+  // Called while the command runs: follows the traces, ends the command when measured.
+  void step(pid_t child) {
+    const auto now = std::chrono::steady_clock::now();
+    watch.poll(directory, before);
+    if (watch.progress() != progress || changed == std::chrono::steady_clock::time_point{}) {
+      progress = watch.progress();
+      changed = now;
+    }
+    if (!asked_to_end && watch.measured() && now - changed >= settle) {
+      asked_to_end = true;
+      asked_at = now;
+      kill(child, SIGTERM);
+    } else if (asked_to_end && !killed && now - asked_at >= grace) {
+      killed = true;
+      kill(child, SIGKILL);
+    }
+  }
+};
+
 Start start_and_wait(const std::vector<std::string>& command, const std::vector<std::string>& environment,
-                     const SignalChannel& signals, bool& stop_requested) {
+                     const SignalChannel& signals, bool& stop_requested, SizingRun* sizing = nullptr) {
   // Everything the child needs is built before fork: between fork and exec it only makes system calls.
   std::vector<char*> argv, envp;
   for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -180,6 +229,10 @@ Start start_and_wait(const std::vector<std::string>& command, const std::vector<
       if (reaped < 0) throw std::runtime_error(std::string("waiting for it: ") + std::strerror(errno));
       break;  // 0: the command still runs
     }
+    if (sizing != nullptr) {
+      sizing->step(child);
+      if (!signals.wait_for_signal(/*timeout_ms=*/200)) continue;
+    }
     const auto info = signals.next(/*wait=*/true);
     if (!info) {
       // The signalfd failed: fall back to waiting without forwarding rather than spin.
@@ -228,12 +281,60 @@ std::string absolute_path(const std::string& path) {
 
 struct TraceDirectory {
   std::string path;
-  bool is_private = false;  // made for this run, removed at its end unless a process that may write to it still runs
+  bool is_private = false;  // --discard-traces: made for this run, removed at its end unless a process that may write to it still runs
+  bool is_run_directory = false;  // made for this run and kept: the summary names the commands that read it
 };
+
+// A new directory for this run's traces, kept: $XDG_STATE_HOME/kvremap/runs/<UTC date-time>-<pid> (the XDG base
+// directory specification's state directory, ~/.local/state without XDG_STATE_HOME), mode 0700 since traces name
+// the command's files. Where it cannot be made, one line says so and a temporary directory is used and kept instead.
+std::optional<TraceDirectory> make_run_directory(std::string& error) {
+  std::string state = environment_value("XDG_STATE_HOME");
+  if (state.empty() || state.front() != '/') state = environment_value("HOME") + "/.local/state";
+  char stamp[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  const std::string runs = state + "/kvremap/runs";
+  const std::string path = runs + "/" + stamp + "-" + std::to_string(getpid());
+  std::error_code ec;
+  fs::create_directories(runs, ec);
+  if (!ec && mkdir(path.c_str(), 0700) != 0) ec = std::error_code(errno, std::generic_category());
+  if (!ec) return TraceDirectory{path, false, true};
+  std::string base = environment_value("TMPDIR");
+  if (base.empty()) base = "/tmp";
+  std::string templ = base + "/kvremap-run-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) {
+    error = "cannot make the run directory " + path + " (" + ec.message() + ") nor a temporary one in " + base + ": " +
+            std::strerror(errno) + "; name one with --trace-dir DIR";
+    return std::nullopt;
+  }
+  cli::say("run", "cannot make the run directory " + path + ": " + ec.message() + "; the traces go to " + templ +
+                      ", which is kept");
+  return TraceDirectory{templ, false, true};
+}
+
+// Every KVREMAP_* variable of kvremap's environment read as the library reads it (policy::parse_options): its
+// problem lines, empty when there are none. The library would only fall back and go on; the run stops first.
+std::vector<std::string> environment_option_problems() {
+  std::vector<std::pair<std::string, std::string>> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    if (!text.starts_with("KVREMAP_")) continue;
+    const std::size_t equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    variables.emplace_back(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  std::vector<std::string> lines;
+  for (const policy::OptionProblem& problem : policy::parse_options(variables).problems)
+    lines.push_back(policy::printable(problem.message));
+  return lines;
+}
 
 // The directory the traces go to, created when missing and checked writable (the library would
 // only warn and trace nothing). An error is one line for stderr.
-std::optional<TraceDirectory> prepare_trace_directory(const std::string& requested, std::string& error) {
+std::optional<TraceDirectory> prepare_trace_directory(const std::string& requested, bool discard, std::string& error) {
   TraceDirectory directory;
   std::string origin = "--trace-dir";
   directory.path = requested;
@@ -241,6 +342,7 @@ std::optional<TraceDirectory> prepare_trace_directory(const std::string& request
     directory.path = environment_value("KVREMAP_TRACE_DIR");
     origin = "KVREMAP_TRACE_DIR";
   }
+  if (directory.path.empty() && !discard) return make_run_directory(error);
   if (directory.path.empty()) {
     std::string base = environment_value("TMPDIR");
     if (base.empty()) base = "/tmp";
@@ -253,6 +355,12 @@ std::optional<TraceDirectory> prepare_trace_directory(const std::string& request
     directory.path = templ;
     directory.is_private = true;
     return directory;
+  }
+  // Checked before anything is created: a bad name never becomes a directory.
+  if (const auto bad = policy::path_problem(directory.path)) {
+    error = origin + "='" + policy::printable(directory.path) + "' " + *bad + ": expected " +
+            std::string(policy::kPathRulesSummary) + "; the command is not run";
+    return std::nullopt;
   }
   std::error_code ec;
   fs::create_directories(directory.path, ec);
@@ -297,32 +405,22 @@ bool descendants_remain(bool subreaper) {
   }
 }
 
-// Reads only what the summary uses (header, "kv" events): memory stays small on long traces.
+// Reads what the summary uses: the header, the "kv" and "option error" events, and the compact memory timeline
+// whose phases say what start-up work needed (tools/start_up_work.h) — about 48 bytes per allocation, the
+// writer's hot lines read by the scanner.
 ProcessTrace read_process_trace(const std::string& path, int attempt) {
   ProcessTrace process;
   process.attempt = attempt;
   process.path = path;
-  std::vector<trace::OtherEvent> kv_events;
   trace::ReadOptions options;
   options.keep_raw_events = false;
-  options.keep_records = false;
-  options.on_event = [&](const nlohmann::json& event, std::size_t index, std::size_t line, const trace::Header&) {
-    if (!event.is_object()) return;
-    const auto cat = event.find("cat");
-    const auto name = event.find("name");
-    if (cat == event.end() || !cat->is_string() || *cat != "kv" || name == event.end() || !name->is_string()) return;
-    trace::OtherEvent kv;
-    kv.event.index = index;
-    kv.event.line = line;
-    kv.cat = "kv";
-    kv.name = name->get<std::string>();
-    const auto args = event.find("args");
-    if (args != event.end()) kv.args = *args;
-    kv_events.push_back(std::move(kv));
-  };
+  options.memory_timeline_only = true;
+  options.keep_every_counter_sample = false;
   try {
     process.trace = trace::read_trace(path, options);
-    process.trace->other_events = std::move(kv_events);
+    std::erase_if(process.trace->other_events, [](const trace::OtherEvent& e) {
+      return e.cat != "kv" && !(e.cat == "kvremap" && e.name == "option error");
+    });
   } catch (const trace::TraceError& error) {
     process.read_error = error.what();
   } catch (const std::exception& error) {
@@ -343,11 +441,19 @@ void print_summary(const TraceDirectory& dir, bool kept, const std::vector<Proce
     std::fprintf(stderr, "kvremap run: no process wrote a kvremap trace (no CUDA use seen, or KVREMAP_TRACE=off)\n");
     return;
   }
-  const std::string where = dir.is_private && !kept ? "(not kept: --trace-dir DIR keeps them)" : "in " + dir.path;
+  const std::string where = dir.is_private && !kept ? "(not kept: --discard-traces)" : "in " + dir.path;
   std::fprintf(stderr, "%s", cli::text("kvremap run: {} process trace{} {}\n", traces.size(),
                                        traces.size() == 1 ? "" : "s", where)
                                  .c_str());
   std::fprintf(stderr, "%s", render_run_summary(traces).c_str());
+  std::fprintf(stderr, "%s", render_option_fallbacks(traces).c_str());
+  if (dir.is_run_directory) {
+    std::fprintf(stderr, "%s",
+                 cli::text("kvremap run: look at them with:\n  kvremap report {0}\n  kvremap plot {0} -o {0}/memory.html\n"
+                           "  kvremap validate {0}\n",
+                           dir.path)
+                     .c_str());
+  }
 }
 
 // Whether `line` is a `kv restart` event: a top-level object with cat "kv" and name "kv restart", as
@@ -376,6 +482,43 @@ bool any_trace_asks_restart(const std::vector<std::pair<std::string, int>>& trac
       if (line.find(kMarker) != std::string::npos && is_restart_event(line)) return true;
   }
   return false;
+}
+
+// Why a sizing run cannot measure in this environment, or empty: it needs defer mode and a profile directory.
+// KVREMAP_MODE is read as the library reads it (policy::parse_options: any case, an invalid value falling back
+// to observe), so the run refuses exactly the modes in which the command's processes would defer nothing.
+std::string sizing_run_problem(const RunOptions& options) {
+  if (const char* mode = std::getenv("KVREMAP_MODE");
+      mode != nullptr && policy::parse_options({{"KVREMAP_MODE", mode}}).options.mode != policy::Mode::defer)
+    return "KVREMAP_MODE=" + std::string(mode) +
+           " defers nothing, so a sizing run measures nothing; unset it or set KVREMAP_MODE=defer";
+  const std::string profiles = options.profile_dir.empty() ? environment_value("KVREMAP_PROFILE_DIR") : options.profile_dir;
+  if (profiles == "off")
+    return std::string(options.profile_dir.empty() ? "KVREMAP_PROFILE_DIR=off" : "--profile-dir off") +
+           " keeps no profile, so a sizing run would measure for nothing; name a directory with --profile-dir DIR";
+  return {};
+}
+
+// The sizing run's status and its one line: 0 once every process that deferred its KV cache wrote its profile,
+// whatever status the command ended with after kvremap asked it to end; otherwise the command's own status (1
+// where it exited 0), with what was missing.
+int sizing_run_status(const SizingRun& sizing, int command_status) {
+  if (sizing.watch.measured()) {
+    std::fprintf(stderr, "kvremap size: %s\n", sizing_line(sizing.watch.devices()).c_str());
+    return cli::kExitOk;
+  }
+  std::string why;
+  if (sizing.watch.devices().empty()) {
+    why = sizing.watch.nothing_deferred().empty()
+              ? "no process deferred a KV cache (no CUDA use seen, or no KV cache recognised)"
+              : "nothing was deferred: " + sizing.watch.nothing_deferred();
+  } else {
+    why = "a process that deferred its KV cache ended before its commit wrote a profile";
+  }
+  cli::say("size", cli::text("the command ended with status {} before kvremap measured its start-up: {}; no profile "
+                             "was written for it (kvremap run shows the start's summary)",
+                             command_status, why));
+  return command_status != 0 ? command_status : cli::kExitTraceProblem;
 }
 
 }  // namespace
@@ -420,16 +563,33 @@ int run_command(const RunOptions& options) {
     std::fprintf(stderr, "kvremap run: no command to run: kvremap run [OPTIONS] -- COMMAND [ARGS...]\n");
     return cli::kExitUsage;
   }
+  // A bad KVREMAP_* value would have the library fall back (deferral off, no trace) while the command runs
+  // for nothing, or out of memory: nothing starts until the environment is what the user meant.
+  if (const std::vector<std::string> problems = environment_option_problems(); !problems.empty()) {
+    for (const std::string& line : problems) std::fprintf(stderr, "%s\n", line.c_str());
+    cli::say(options.sizing_run ? "size" : "run",
+             "the command was not started: fix or unset the variable" + std::string(problems.size() == 1 ? "" : "s") +
+                 " above (the library alone, under plain LD_PRELOAD, falls back as each line says)");
+    return cli::kExitUsage;
+  }
   std::error_code ec;
-  if (!fs::is_regular_file(options.library, ec)) {
-    cli::say("run", "no library at " + options.library + "; pass a built libkvremap.so with --library PATH");
+  if (const std::string problem = cli::library_problem(options.library); !problem.empty()) {
+    cli::say(options.sizing_run ? "size" : "run", "--library '" + policy::printable(options.library) + "' " + problem +
+                                                       ": pass a built libkvremap.so with --library PATH");
+    return cli::kExitUsage;
+  }
+  if (const auto bad = options.profile_dir == "off" ? std::nullopt : policy::path_problem(options.profile_dir);
+      bad && !options.profile_dir.empty()) {
+    cli::say(options.sizing_run ? "size" : "run", "--profile-dir '" + policy::printable(options.profile_dir) + "' " +
+                                                       *bad + ": expected " + std::string(policy::kPathRulesSummary) +
+                                                       " (or off); the command is not run");
     return cli::kExitUsage;
   }
   // Absolute: the command may change directory before it starts the processes that load it.
   const std::string library = absolute_path(options.library);
 
   std::string error;
-  const std::optional<TraceDirectory> trace_dir = prepare_trace_directory(options.trace_dir, error);
+  const std::optional<TraceDirectory> trace_dir = prepare_trace_directory(options.trace_dir, options.discard_traces, error);
   if (!trace_dir) {
     cli::say("run", error);
     return cli::kExitUsage;
@@ -438,6 +598,16 @@ int run_command(const RunOptions& options) {
   std::map<std::string, std::string> overrides = {
       {"LD_PRELOAD", compose_ld_preload(environment_value("LD_PRELOAD"), library)},
       {"KVREMAP_TRACE_DIR", absolute_path(trace_dir->path)}};
+  if (options.sizing_run) {
+    // A sizing run measures through the traces and keeps what it measured in a profile.
+    if (const std::string problem = sizing_run_problem(options); !problem.empty()) {
+      cli::say("size", problem);
+      if (trace_dir->is_private) fs::remove_all(trace_dir->path, ec);
+      if (trace_dir->is_run_directory) fs::remove(trace_dir->path, ec);  // nothing ran: an empty run directory goes
+      return cli::kExitUsage;
+    }
+    overrides["KVREMAP_TRACE"] = "on";
+  }
   // "off" is the library's word for no profiles, not a directory.
   if (!options.profile_dir.empty())
     overrides["KVREMAP_PROFILE_DIR"] = options.profile_dir == "off" ? "off" : absolute_path(options.profile_dir);
@@ -450,12 +620,21 @@ int run_command(const RunOptions& options) {
   int status = 0;
   bool exec_failed = false;
   std::vector<std::pair<std::string, int>> new_traces;  // path, attempt
+  std::optional<SizingRun> sizing;
   try {
     const SignalChannel signals;
     bool stop_requested = false;
     for (int attempt = 1; attempt <= 2; ++attempt) {
       const std::set<std::string> before = trace_names(trace_dir->path);
-      const Start start = start_and_wait(options.command, environment, signals, stop_requested);
+      if (options.sizing_run) {
+        sizing.emplace();
+        sizing->directory = trace_dir->path;
+        sizing->before = before;
+        sizing->settle = std::chrono::milliseconds(options.settle_ms);
+        sizing->grace = std::chrono::milliseconds(options.grace_ms);
+      }
+      const Start start =
+          start_and_wait(options.command, environment, signals, stop_requested, sizing ? &*sizing : nullptr);
       if (start.exec_errno != 0) {
         cli::say("run", "cannot run '" + options.command[0] + "': " + std::strerror(start.exec_errno));
         status = start.exec_errno == ENOENT ? cli::kExitNotFound : cli::kExitCannotExecute;
@@ -470,7 +649,8 @@ int run_command(const RunOptions& options) {
       // command may exit 75 for reasons of its own, and a multi-process engine's front process
       // reports a worker's exit its own way.
       const bool restart_asked = status != 0 && any_trace_asks_restart(new_traces, attempt);
-      if (attempt == 2 || !restart_asked || stop_requested) break;
+      // A sizing run's deficit is what it measured: the profile is written, nothing to start again.
+      if (attempt == 2 || !restart_asked || stop_requested || options.sizing_run) break;
       std::fprintf(stderr,
                    "kvremap run: the first start had a KV deficit; its profile is written; starting again sized "
                    "from it\n");
@@ -483,19 +663,25 @@ int run_command(const RunOptions& options) {
   }
   // A process the command left running (a daemon, a background worker) may still write its trace:
   // the private directory stays, named, rather than vanish under it.
-  const bool keep_private = trace_dir->is_private && descendants_remain(subreaper);
+  const bool others_may_write = descendants_remain(subreaper);
+  const bool keep_private = trace_dir->is_private && others_may_write;
   if (keep_private) {
     cli::say("run", std::string(subreaper ? "processes the command started still run"
                                           : "cannot tell whether processes the command started still run") +
                         "; their trace directory " + trace_dir->path + " is kept: remove it once they have ended");
   }
-  if (!exec_failed) {
+  if (!exec_failed && sizing) {
+    sizing->watch.poll(sizing->directory, sizing->before);  // what was written while the command ended
+    status = sizing_run_status(*sizing, status);
+  } else if (!exec_failed) {
     // Read once the signals act as usual again: a long trace's reading can be interrupted.
     std::vector<ProcessTrace> traces;
     for (const auto& [path, attempt] : new_traces) traces.push_back(read_process_trace(path, attempt));
     print_summary(*trace_dir, keep_private, traces);
   }
   if (trace_dir->is_private && !keep_private) fs::remove_all(trace_dir->path, ec);
+  // A run directory nothing was written to, and nothing still may write to, is no run to look at.
+  if (trace_dir->is_run_directory && !others_may_write) fs::remove(trace_dir->path, ec);
   return status;
 }
 

@@ -10,9 +10,16 @@ namespace kvremap::run {
 
 struct RunOptions {
   std::vector<std::string> command;  // argv of the command; argv[0] is looked up in PATH as execvp does
-  std::string trace_dir;             // --trace-dir; empty: $KVREMAP_TRACE_DIR, else a private directory
+  std::string trace_dir;             // --trace-dir; empty: $KVREMAP_TRACE_DIR, else a kept run directory
+  bool discard_traces = false;       // --discard-traces: without a named directory, a temporary one removed at the end
   std::string profile_dir;           // --profile-dir; empty: the environment's KVREMAP_PROFILE_DIR, if any
   std::string library;               // libkvremap.so to preload
+  // `kvremap size`: once every process that deferred its KV cache has committed it and written its profile,
+  // and nothing changed for `settle_ms`, the command is sent SIGTERM (SIGKILL after `grace_ms`); no restart,
+  // one line instead of the summary, status 0 when measured.
+  bool sizing_run = false;
+  int settle_ms = 2000;
+  int grace_ms = 30000;
 };
 
 // The child's LD_PRELOAD: `existing`'s entries (separated by spaces or colons, as the dynamic loader
@@ -24,7 +31,7 @@ struct RunOptions {
 // already there alone.
 std::string compose_ld_preload(std::string_view existing, const std::string& library);
 
-// Runs the whole subcommand and returns kvremap's exit status (the command's, see tools/exit_status.h).
+// Runs the whole subcommand (`run`, or `size` with options.sizing_run) and returns kvremap's exit status (the command's, see tools/exit_status.h).
 // Prints its own one-line errors, the restart line and the summary on stderr.
 int run_command(const RunOptions& options);
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "policy/units.h"
+#include "tools/start_up_work.h"
 #include "tools/text.h"
 #include "tools/trace/kv_events.h"
 
@@ -30,6 +31,8 @@ struct DeviceKv {
   const KvEvent* sizing = nullptr;     // "kv sizing adjusted": this start was sized from a profile
   std::string profile_written;         // "kv profile written" (after the commit and again at exit: the last)
   bool restart = false;                // "kv restart"
+  std::uint64_t overflows = 0;         // "kv serving overflow": serving allocations carried on host memory
+  std::uint64_t overflow_bytes = 0;
 };
 
 struct ProcessKv {
@@ -79,6 +82,10 @@ void collect(const trace::Trace& trace, ProcessKv& process) {
     if (event.kind == Kind::sizing_adjusted) kv.sizing = &event;
     if (event.kind == Kind::restart) kv.restart = true;
     if (event.kind == Kind::profile_written) kv.profile_written = event.path;
+    if (event.kind == Kind::serving_overflow) {
+      ++kv.overflows;
+      kv.overflow_bytes += event.bytes.value_or(0);
+    }
   }
 }
 
@@ -107,7 +114,9 @@ std::string sizing(const KvEvent& adjusted) {
   return fmt::format("sized from profile {} (free memory reported {})", profile, change);
 }
 
-std::vector<std::string> device_parts(const DeviceKv& kv) {
+// `named`: what start-up work needed, by name (tools/start_up_work.h), when the trace's phases say; the commit's
+// per-category rises stand in for it otherwise.
+std::vector<std::string> device_parts(const DeviceKv& kv, bool named) {
   std::vector<std::string> parts;
   const std::string requested =
       "KV requested " + (kv.deferred ? bytes(kv.deferred->deferred_bytes) : std::string("?"));
@@ -115,7 +124,11 @@ std::vector<std::string> device_parts(const DeviceKv& kv) {
     const KvEvent& c = *kv.committed;
     parts.push_back(fmt::format("{}, committed {} on device + {} on host, margin {}", requested, bytes(c.device_bytes),
                                 bytes(c.host_bytes), signed_bytes(c.margin_bytes)));
-    if (std::string peaks = post_kv_peaks(c); !peaks.empty()) parts.push_back(std::move(peaks));
+    if (std::string peaks = post_kv_peaks(c); !peaks.empty() && !named) parts.push_back(std::move(peaks));
+    if (kv.overflows > 0)
+      parts.push_back(fmt::format("serving overflows: {} in {} allocation{} on host memory (restart to hold them on "
+                                  "the device)",
+                                  policy::format_bytes(kv.overflow_bytes), kv.overflows, kv.overflows == 1 ? "" : "s"));
   } else if (kv.restart) {
     parts.push_back(requested);
   } else if (kv.deferred) {
@@ -167,8 +180,14 @@ void append_process(std::string& out, const ProcessTrace& process) {
     out += cli::text("{}: {}{}\n", prefix, process_wide_part(trace, kv), ending);
     return;
   }
-  for (const auto& [device, device_kv] : kv.devices)
-    out += cli::text("{}, device {}: {}{}\n", prefix, device, join(device_parts(device_kv)), ending);
+  const analysis::ProcessFigures figures = analysis::analyse(trace);
+  for (const auto& [device, device_kv] : kv.devices) {
+    const analysis::DeviceFigures* found = analysis::find_device(figures, device);
+    const std::vector<std::string> work =
+        found ? analysis::start_up_work_lines(analysis::start_up_work(*found)) : std::vector<std::string>{};
+    out += cli::text("{}, device {}: {}{}\n", prefix, device, join(device_parts(device_kv, !work.empty())), ending);
+    for (const std::string& line : work) out += cli::text("  {}\n", line);
+  }
 }
 
 }  // namespace
@@ -183,6 +202,32 @@ std::string render_run_summary(std::vector<ProcessTrace> traces) {
                    [&](const ProcessTrace& a, const ProcessTrace& b) { return order(a) < order(b); });
   std::string out;
   for (const ProcessTrace& process : traces) append_process(out, process);
+  return out;
+}
+
+std::string render_option_fallbacks(const std::vector<ProcessTrace>& traces) {
+  // Message -> the processes whose trace holds it, in the order first seen: one engine's ranks share their options.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> fallbacks;
+  for (const ProcessTrace& process : traces) {
+    if (!process.trace) continue;
+    for (const trace::OtherEvent& event : process.trace->other_events) {
+      if (event.cat != "kvremap" || event.name != "option error") continue;
+      std::string message = "?";
+      if (const auto found = event.args.find("message"); event.args.is_object() && found != event.args.end() &&
+                                                          found->is_string())
+        message = found->get<std::string>();
+      if (message.starts_with("kvremap: ")) message.erase(0, 9);
+      auto known = std::find_if(fallbacks.begin(), fallbacks.end(), [&](const auto& f) { return f.first == message; });
+      if (known == fallbacks.end()) known = fallbacks.insert(fallbacks.end(), {message, {}});
+      known->second.push_back(process.trace->header.pid);
+    }
+  }
+  std::string out;
+  for (const auto& [message, pids] : fallbacks) {
+    std::string listed;
+    for (const std::int64_t pid : pids) listed += (listed.empty() ? "" : ", ") + std::to_string(pid);
+    cli::append(out, "kvremap run: an option fell back in pid {}: {}\n", listed, message);
+  }
   return out;
 }
 

@@ -23,4 +23,8 @@ struct ProcessTrace {
 // process's start. Pure: no I/O, and missing or mistyped event fields print as "?" rather than throw.
 std::string render_run_summary(std::vector<ProcessTrace> traces);
 
+// One line per distinct `option error` event of the traces (an option the library fell back from, say one the
+// engine set in its own environment), naming the processes whose trace holds it; empty when none.
+std::string render_option_fallbacks(const std::vector<ProcessTrace>& traces);
+
 }  // namespace kvremap::run

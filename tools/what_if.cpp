@@ -119,9 +119,11 @@ std::vector<Outcome> replay(const analysis::ProcessFigures& process, const Setti
     in.device_free_bytes = kv.device_free_bytes;
     in.device_total_bytes = d.total_bytes;
     // The library keeps max(the profiled need, KVREMAP_HEADROOM); the trace knows the need only when it won.
-    const std::uint64_t profiled = kv.headroom_source == "KVREMAP_HEADROOM" ? 0 : kv.headroom_bytes;
+    // The option, whether or not the commit counted live start-up work toward it (policy::kLiveStartUpSuffix).
+    const bool from_option = kv.headroom_source.starts_with("KVREMAP_HEADROOM");
+    const std::uint64_t profiled = from_option ? 0 : kv.headroom_bytes;
     o.headroom_bytes = settings.headroom_bytes ? std::max(profiled, *settings.headroom_bytes) : kv.headroom_bytes;
-    if (settings.headroom_bytes && kv.headroom_source == "KVREMAP_HEADROOM" &&
+    if (settings.headroom_bytes && from_option &&
         *settings.headroom_bytes < kv.headroom_bytes)
       o.note = "the traced start's headroom was its KVREMAP_HEADROOM; the profiled need below it is not in the trace";
     in.headroom_bytes = o.headroom_bytes;

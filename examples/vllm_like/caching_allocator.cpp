@@ -106,11 +106,20 @@ CachingAllocator::Block* CachingAllocator::new_segment(Pool& pool, bool small, s
                                                        std::size_t requested) {
   const std::size_t segment_size = small ? kSmallSegment : size;
   void* ptr = nullptr;
+  // PyTorch's order on a refused cudaMalloc (c10/cuda/CUDACachingAllocator.cpp at pytorch/pytorch 001074d2,
+  // DeviceCachingAllocator::malloc, the `block_found = alloc_block(...) || ...` chain): alloc_block; then release_available_cached_blocks and
+  // alloc_block again where it freed something; then, unless a capture is under way, release_cached_blocks
+  // (every unsplit cached block of the general pools) and alloc_block a last time; then OutOfMemoryError.
   cudaError_t error = malloc_maybe_capturing(&ptr, segment_size);
   if (error == cudaErrorMemoryAllocation) {
-    // PyTorch's fallback: give every cached, unused segment back to the driver and retry once.
-    (void)cudaGetLastError();
-    release_free_segments(*general_);
+    (void)cudaGetLastError();  // alloc_block forgives a refusal: malloc decides what follows
+    if (release_available_cached_blocks()) {
+      error = malloc_maybe_capturing(&ptr, segment_size);
+      if (error == cudaErrorMemoryAllocation) (void)cudaGetLastError();
+    }
+  }
+  if (error == cudaErrorMemoryAllocation && capture_pool_ == nullptr) {
+    release_cached_blocks();
     error = malloc_maybe_capturing(&ptr, segment_size);
   }
   if (error == cudaErrorMemoryAllocation) {
@@ -213,6 +222,14 @@ void CachingAllocator::release_free_segments(Pool& pool) {
     }
   }
 }
+
+// PyTorch's release_available_cached_blocks frees only blocks of at least max_split_size, and with max_split_size
+// unset (its default, and the only setting this allocator models) it returns false at once, freeing nothing.
+bool CachingAllocator::release_available_cached_blocks() { return false; }
+
+// PyTorch's release_cached_blocks: synchronize_and_free_events (this allocator records no cross-stream events, so
+// no block waits on one), then release_blocks of the general pools: every cached block that is a whole segment.
+void CachingAllocator::release_cached_blocks() { release_free_segments(*general_); }
 
 void CachingAllocator::empty_cache() {
   // torch synchronises before returning memory the device may still be using.

@@ -3,8 +3,8 @@
 // What is modelled (PyTorch's documented behaviour): requests <= 1 MiB are rounded to 512 bytes and
 // packed into shared 2 MiB segments; larger ones are rounded to 2 MiB and get their own cudaMalloc
 // segment; freed blocks stay cached (split on best fit, merged with free neighbours) until
-// empty_cache; an allocation that fails frees the cache and retries once, then raises
-// torch.OutOfMemoryError; while a graph pool is active, blocks come from and return to that
+// empty_cache; a cudaMalloc the device refuses is retried as PyTorch's malloc retries it (frees the
+// cached segments unless a capture is under way, asks again, then raises torch.OutOfMemoryError); while a graph pool is active, blocks come from and return to that
 // private pool only; peak statistics feed vLLM's profiling formula.
 // Not modelled: PyTorch's 20 MiB segments for 1-10 MiB requests, per-stream pools, expandable
 // segments, max_split_size.
@@ -67,6 +67,8 @@ class CachingAllocator {
   cudaError_t malloc_maybe_capturing(void** ptr, std::size_t bytes);
   cudaError_t free_maybe_capturing(void* ptr);
   void release_free_segments(Pool& pool);
+  bool release_available_cached_blocks();
+  void release_cached_blocks();
   [[noreturn]] void out_of_memory(std::size_t requested);
 
   cudaStream_t stream_;

@@ -155,7 +155,8 @@ class Engine {
   void serve_vllm();
   void serve_sglang();
   void begin_serving();
-  void eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed);
+  void eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed,
+                     std::uint64_t peak);
   void decode_step(std::size_t step, std::size_t of_steps);
   void write_kv_region(const Tensor& kv, KvRegion region, std::uint32_t seed);
   void check_kv_region(const Tensor& kv, KvRegion region, std::uint32_t seed);

@@ -90,10 +90,11 @@ void Engine::begin_serving() {
   if (mark_serving_start()) std::printf("vllm_like: phase serving: simcudart_mark_serving() called\n");
 }
 
-// A prefill too long for any captured graph: eager, on the serving stream, at the serving activation peak
-// (the profiled one unless the scenario says more), writing the prompt's KV.
-void Engine::eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed) {
-  eager_forward(KvWrite{region, seed}, s_.serving_activation_peak);
+// A prefill too long for any captured graph: eager, on the serving stream, at `peak` (the scenario's serving
+// activation peak, or for the first prompt its first-prompt peak), writing the prompt's KV.
+void Engine::eager_prefill(const char* request, std::size_t tokens, KvRegion region, std::uint32_t seed,
+                           std::uint64_t peak) {
+  eager_forward(KvWrite{region, seed}, peak);
   kv_expected_[region] = seed;
   verify_kv(std::string("after the ") + request + "'s eager prefill");
   std::printf("vllm_like: phase serving: %s: eager prefill of %zu tokens on the serving stream, KV verified\n", request,
@@ -127,7 +128,8 @@ void Engine::serve_vllm() {
   const std::size_t largest =
       s_.capture_sizes.empty() ? 0 : *std::max_element(s_.capture_sizes.begin(), s_.capture_sizes.end());
   if (!o_.cuda_graphs || o_.first_request == FirstRequest::eager_prefill)
-    eager_prefill("first request", largest + 1, kFirstPromptRegion, kFirstRequestSeed);
+    eager_prefill("first request", largest + 1, kFirstPromptRegion, kFirstRequestSeed,
+                  s_.first_prompt_activation_peak);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
   eager_forward(KvWrite{kSecondPromptRegion, kSecondRequestSeed}, s_.serving_activation_peak);
   kv_expected_[kSecondPromptRegion] = kSecondRequestSeed;
@@ -149,11 +151,12 @@ void Engine::serve_sglang() {
   const std::uint64_t row = (o_.context_length + 4) * sizeof(std::int32_t);
   std::uint8_t* const first_row = static_cast<std::uint8_t*>(req_to_token_.ptr) + row;
   kernels_->fill(first_row, row, kReqToTokenSeed);
-  eager_prefill("warm-up request", largest + 1, kFirstPromptRegion, kFirstRequestSeed);
+  eager_prefill("warm-up request", largest + 1, kFirstPromptRegion, kFirstRequestSeed,
+                s_.first_prompt_activation_peak);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
   verify_prefix(kFirstPromptRegion, kFirstRequestSeed, "reading the warm-up request's prefix back");
   std::printf("vllm_like: phase serving: second request: prefix cache hit, the warm-up request's KV read back\n");
-  eager_prefill("second request", largest + 1, kSecondPromptRegion, kSecondRequestSeed);
+  eager_prefill("second request", largest + 1, kSecondPromptRegion, kSecondRequestSeed, s_.serving_activation_peak);
   for (std::size_t step = 0; step < s_.serving_steps; ++step) decode_step(step, s_.serving_steps);
   verify_kv("at the end of serving");
   kernels_->check(first_row, row, kReqToTokenSeed);

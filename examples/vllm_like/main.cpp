@@ -17,6 +17,7 @@
 
 #include "cuda_check.h"
 #include "engine.h"
+#include "keep_serving.h"
 #include "process_tree.h"
 #include "rank_launcher.h"
 #include "scenario.h"
@@ -30,6 +31,7 @@ struct Cli {
   EngineOptions engine;
   bool print_env = false;
   int ranks = 0;                         // > 0: launch this many engine processes instead of running one
+  bool keep_serving = false;             // VLLM_LIKE_KEEP_SERVING=1: serve until SIGTERM or SIGINT
   std::vector<std::string> engine_args;  // the command line without --ranks, for the launched ranks
 };
 
@@ -82,7 +84,11 @@ void print_usage() {
       "  --device N                   CUDA device to use (default 0); also the rank\n"
       "  --ranks N                    launch N engine processes, rank r on device r, wait for all; exits\n"
       "                               with the lowest failing rank's status\n"
-      "  --print-simcuda-env          print the SIMCUDA_* settings that model the scenario's device, and exit\n");
+      "  --print-simcuda-env          print the SIMCUDA_* settings that model the scenario's device, and exit\n"
+      "Environment:\n"
+      "  VLLM_LIKE_KEEP_SERVING=1     after its requests, serve on until SIGTERM or SIGINT, then exit 0 (a\n"
+      "                               server's life; the front process and the rank launcher pass them on).\n"
+      "                               Not a flag: the command line stays the one kvremap's profile key reads\n");
 }
 
 double fraction(const char* flag, const char* text, bool allow_one) {
@@ -276,6 +282,11 @@ Cli parse_cli(int argc, char** argv) {
     for (int j = first; j <= i; ++j) cli.engine_args.emplace_back(argv[j]);
   }
   if (cli.scenario.empty()) usage_error("--scenario FILE is required");
+  if (const char* keep = std::getenv("VLLM_LIKE_KEEP_SERVING")) {
+    const std::string_view value = keep;
+    if (value != "0" && value != "1") usage_error("VLLM_LIKE_KEEP_SERVING: '" + std::string(value) + "' is not 1 or 0");
+    cli.keep_serving = value == "1";
+  }
   if (cudagraph_mode_given && !cli.engine.model_runner_v2 && cli.engine.cuda_graphs)
     usage_error("-cc.cudagraph_mode is modelled for Model Runner V2: set VLLM_USE_V2_MODEL_RUNNER=1");
   check_combinations(cli, vllm_only, sglang_only, first_request_given, device_given);
@@ -344,12 +355,14 @@ int main(int argc, char** argv) {
     print_simcuda_env(scenario, cli);
     return 0;
   }
-  if (cli.ranks > 0) return launch_ranks(argv[0], cli.ranks, cli.engine_args);
+  if (cli.keep_serving) block_stop_signals();
+  if (cli.ranks > 0) return launch_ranks(argv[0], cli.ranks, cli.engine_args, cli.keep_serving);
   // `serve`: this is the front process (vLLM's API server, SGLang's launch_server), which starts the engine
   // process and waits; the engine process renames itself before any CUDA call.
   bool engine_process = spawned.has_value();
   if (!engine_process && !cli.engine_args.empty() && cli.engine_args.front() == "serve") {
-    if (const std::optional<int> status = start_engine_process(engine_start_method(cli), cli.engine_args))
+    if (const std::optional<int> status =
+            start_engine_process(engine_start_method(cli), cli.engine_args, cli.keep_serving))
       return *status;
     engine_process = true;  // the forked child
   }
@@ -376,6 +389,11 @@ int main(int argc, char** argv) {
   } catch (const EngineExit& e) {
     std::fprintf(stderr, "vllm_like: phase %s failed: %s\n", engine.phase().c_str(), e.what());
     return e.status;
+  }
+  if (cli.keep_serving) {
+    std::printf("vllm_like: serving until SIGTERM or SIGINT\n");
+    const int signal = wait_for_stop_signal();
+    std::printf("vllm_like: shutting down on signal %d\n", signal);
   }
   return kExitStarted;
 }

@@ -1,6 +1,8 @@
 // The front process, the fork or spawn of the engine process, and its renaming (process_tree.h).
 #include "process_tree.h"
 
+#include "keep_serving.h"
+
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +48,8 @@ int wait_for(pid_t pid) {
 
 }  // namespace
 
-std::optional<int> start_engine_process(StartMethod method, const std::vector<std::string>& engine_args) {
+std::optional<int> start_engine_process(StartMethod method, const std::vector<std::string>& engine_args,
+                                        bool forward_stop) {
   std::fflush(nullptr);  // nothing buffered may be written twice
   int fds[2] = {-1, -1};
   if (method == StartMethod::spawn && pipe(fds) != 0) {
@@ -79,6 +82,7 @@ std::optional<int> start_engine_process(StartMethod method, const std::vector<st
     }
     close(fds[1]);
   }
+  if (forward_stop) forward_stop_signals({pid});
   return wait_for(pid);
 }
 

@@ -18,7 +18,9 @@ enum class StartMethod { fork, spawn };
 // In the front process: starts the engine process with `engine_args` (the command line after the program
 // name) and waits for it. Returns in the forked child (nullopt there: it runs the engine on); in the front
 // process, the engine process's exit status (128 + signal when killed).
-std::optional<int> start_engine_process(StartMethod method, const std::vector<std::string>& engine_args);
+// `forward_stop`: SIGTERM and SIGINT sent to the front process are passed on to the engine process.
+std::optional<int> start_engine_process(StartMethod method, const std::vector<std::string>& engine_args,
+                                        bool forward_stop);
 
 // In a spawned engine process (`argv` is the multiprocessing bootstrap): the arguments the front process
 // sent. Nothing for any other command line.

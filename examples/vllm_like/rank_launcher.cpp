@@ -1,6 +1,8 @@
 // The --ranks launcher of vllm_like: fork/exec one engine per rank, wait for all, report failures.
 #include "rank_launcher.h"
 
+#include "keep_serving.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +36,7 @@ namespace {
 
 }  // namespace
 
-int launch_ranks(const std::string& name, int ranks, const std::vector<std::string>& engine_args) {
+int launch_ranks(const std::string& name, int ranks, const std::vector<std::string>& engine_args, bool forward_stop) {
   std::fflush(nullptr);  // nothing buffered may be written twice by the children
   std::vector<pid_t> pids;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -47,6 +49,7 @@ int launch_ranks(const std::string& name, int ranks, const std::vector<std::stri
     }
     pids.push_back(pid);
   }
+  if (forward_stop) forward_stop_signals(pids);
   int result = 0;
   for (int rank = 0; rank < ranks; ++rank) {
     int code = 1;

@@ -112,6 +112,10 @@ Scenario parse(const json& j) {
   s.serving_activation_peak = s.activation_peak;
   if (j.contains("serving") && j.at("serving").contains("activation_peak"))
     s.serving_activation_peak = size_of(j.at("serving").at("activation_peak"), "serving.activation_peak");
+  s.first_prompt_activation_peak = s.serving_activation_peak;
+  if (j.contains("serving") && j.at("serving").contains("first_prompt_activation_peak"))
+    s.first_prompt_activation_peak =
+        size_of(j.at("serving").at("first_prompt_activation_peak"), "serving.first_prompt_activation_peak");
   return s;
 }
 

@@ -57,6 +57,10 @@ struct Scenario {
   // The activations of a serving prefill (a long prompt, a larger chunk than profiling ran): the
   // profiling forward's peak unless the scenario's serving.activation_peak says more.
   std::uint64_t serving_activation_peak = 0;
+  // The first prompt's eager prefill (vLLM's first request where it is eager, SGLang's warm-up request):
+  // serving.first_prompt_activation_peak, else the serving activation peak. Smaller, it leaves the allocator's
+  // cache holding blocks a later, larger prefill cannot reuse.
+  std::uint64_t first_prompt_activation_peak = 0;
 };
 
 // Reads and validates a scenario; throws ScenarioError naming the file and the offending field.

@@ -59,6 +59,9 @@ inline std::uint64_t kv_tensor_bytes_option() {
 }
 // The "kvremap:"-prefixed stderr logger; never throws.
 spdlog::logger& log();
+// A line at the default log level that is no warning (what kvremap did, for a person reading the
+// engine's output): "kvremap: [pid N] TEXT" on stderr, unless KVREMAP_LOG_LEVEL is above `warn`.
+void notice(const std::string& text);
 // The option problems found at load, already printed; kept for the trace header.
 const std::vector<policy::OptionProblem>& option_problems();
 

@@ -1,6 +1,7 @@
 // A scope in which kvremap's own file writes cannot raise SIGXFSZ at the program.
 #pragma once
 
+#include <cerrno>
 #include <signal.h>
 #include <time.h>
 
@@ -24,12 +25,16 @@ class NoFileSizeSignal {
     was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
   }
   ~NoFileSizeSignal() {
+    // sigtimedwait finds nothing pending and sets errno to EAGAIN: the caller's errno is that of the
+    // write this guarded, and must reach its error line unchanged.
+    const int saved_errno = errno;
     if (!was_pending_) {
       const timespec now{0, 0};
       while (sigtimedwait(&only_, nullptr, &now) == SIGXFSZ) {
       }
     }
     pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+    errno = saved_errno;
   }
   NoFileSizeSignal(const NoFileSizeSignal&) = delete;
   NoFileSizeSignal& operator=(const NoFileSizeSignal&) = delete;

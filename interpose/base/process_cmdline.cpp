@@ -8,6 +8,7 @@
 #include <iterator>
 #include <optional>
 
+#include "interpose/base/process_tree.h"
 #include "interpose/base/serving_flag.h"
 #include "policy/engine.h"
 #include "policy/engine_root.h"
@@ -20,41 +21,6 @@ std::vector<std::string> cmdline_of(const std::string& pid) {
   std::ifstream in("/proc/" + pid + "/cmdline", std::ios::binary);
   const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return policy::split_cmdline(raw);
-}
-
-std::string stat_of(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The parent's pid, or "" when it cannot be read.
-std::string parent_of(const std::string& pid) {
-  const auto parent = policy::parent_from_stat(stat_of(pid));
-  return parent ? std::to_string(*parent) : "";
-}
-
-// The process's pid and start time, or nullopt.
-std::optional<policy::ProcessStamp> stamp_of(const std::string& pid) {
-  std::int64_t number = 0;
-  try {
-    number = std::stoll(pid);
-  } catch (...) {
-    return std::nullopt;
-  }
-  return policy::stamp_from_stat(number, stat_of(pid));
-}
-
-// This process's ancestors, its parent first, up to init.
-std::vector<policy::ProcessStamp> ancestors() {
-  std::vector<policy::ProcessStamp> chain;
-  std::string pid = parent_of(std::to_string(::getpid()));
-  for (int level = 0; level < 32 && !pid.empty() && pid != "0"; ++level) {
-    const auto stamp = stamp_of(pid);
-    if (!stamp) break;
-    chain.push_back(*stamp);
-    pid = parent_of(pid);
-  }
-  return chain;
 }
 
 // The command line this process image was started with, read at load; a forked child keeps its
@@ -115,6 +81,12 @@ void capture_command_line_at_load() {
     setenv(std::string(policy::kEngineRootVariable).c_str(), value.c_str(), 1);
   else
     unsetenv(std::string(policy::kEngineRootVariable).c_str());
+}
+
+bool started_as_engine_root() {
+  return g_load_command_line != nullptr && g_adopted_root_line == nullptr && !g_load_command_line->empty() &&
+         !policy::is_multiprocessing_child(*g_load_command_line) &&
+         policy::named_engine(*g_load_command_line) != policy::EngineKind::other;
 }
 
 std::vector<std::string> own_command_line() { return cmdline_of(std::to_string(::getpid())); }

@@ -24,4 +24,8 @@ void capture_command_line_at_load();
 // match. Empty when nothing can be read.
 std::vector<std::string> engine_command_line();
 
+// Whether this process is the root of an engine's tree: started by exec (not a multiprocessing child),
+// adopting no ancestor's line, and its own line names an engine (policy::named_engine). Decided at load.
+bool started_as_engine_root();
+
 }  // namespace kvremap::interpose

@@ -7,6 +7,22 @@
 
 namespace kvremap::interpose {
 
+namespace process_object_detail {
+// Objects replace() took out of use, kept reachable from a global for the process's life: they are never
+// freed (a thread may still use one), and a leak checker at a forked child's exit must not count them.
+struct Retired {
+  const void* object;
+  Retired* next;
+};
+inline constinit std::atomic<Retired*> g_retired{nullptr};
+inline void keep_reachable(const void* object) {
+  if (object == nullptr) return;
+  auto* node = new Retired{object, g_retired.load(std::memory_order_relaxed)};
+  while (!g_retired.compare_exchange_weak(node->next, node, std::memory_order_acq_rel)) {
+  }
+}
+}  // namespace process_object_detail
+
 template <typename T>
 T* make_default() {
   return new T;
@@ -36,7 +52,11 @@ class ProcessObject {
   T* peek() const { return object_.load(std::memory_order_acquire); }
   // Puts `fresh` (null: made at the next get()) in place and returns the object it replaces, which
   // stays allocated: it may still be reachable from a thread that read it before.
-  T* replace(T* fresh) { return object_.exchange(fresh, std::memory_order_acq_rel); }
+  T* replace(T* fresh) {
+    T* replaced = object_.exchange(fresh, std::memory_order_acq_rel);
+    process_object_detail::keep_reachable(replaced);
+    return replaced;
+  }
 
  private:
   [[gnu::noinline]] T& make() {

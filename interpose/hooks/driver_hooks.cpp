@@ -205,7 +205,10 @@ KVREMAP_HOOK CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUme
   if (kv_vmm_map(ptr, size, offset, handle, flags, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemMap, ptr, size, offset, handle, flags);
   const CUresult r = real(ptr, size, offset, handle, flags);
-  if (r == CUDA_SUCCESS) kv_note_engine_map(ptr, size, handle);
+  if (r == CUDA_SUCCESS) {
+    kv_note_engine_map(ptr, size, handle);
+    kv_vmm_engine_mapped(ptr, size, handle);
+  }
   return r;
 }
 
@@ -214,7 +217,10 @@ KVREMAP_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (kv_vmm_unmap(ptr, size, &kv_result)) return kv_result;
   KVREMAP_ENTER(cuMemUnmap, ptr, size);
   const CUresult r = real(ptr, size);
-  if (r == CUDA_SUCCESS) kv_note_engine_unmap(ptr, size);
+  if (r == CUDA_SUCCESS) {
+    kv_note_engine_unmap(ptr, size);
+    kv_vmm_engine_unmapped(ptr, size);
+  }
   return r;
 }
 

@@ -8,10 +8,12 @@
 #include <string>
 
 #include "interpose/base/library.h"
+#include "interpose/base/serving_flag.h"
 #include "interpose/driver/driver_api.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
+#include "policy/commit_line.h"
 #include "policy/serving_headroom.h"
 #include "policy/sglang_model.h"
 #include "policy/units.h"
@@ -35,7 +37,9 @@ constexpr int kExitKvDoesNotFit = 78;
 // req_to_token table, workspaces, graphs), at least
 // its own prefill estimate where the deferral carried the start-up and no start of this configuration
 // measured serving yet; a profile's learned serving need, where larger, in either case.
-policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, std::uint64_t total) {
+// `reason`: what commits now.
+policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, std::uint64_t total,
+                                  policy::CommitReason reason) {
   const KvState& state = K();
   policy::HeadroomInputs in;
   in.engine = state.engine.kind;
@@ -59,6 +63,15 @@ policy::Headroom serving_headroom(const DeviceKv& k, std::uint64_t free_bytes, s
         free_at_burst_end < kv || free_at_burst_end - kv < post_kv_combined_rise(k.device);
   } else {
     in.profiled_peak_bytes = profiling_peak_bytes(k.device);
+    // At a kernel launch before any capture and before the serving port opened, start-up work may still be
+    // running (a compile warm-up's forward, an eager engine's first kernel): what it holds now is allocated
+    // already, and counts toward the headroom once. A copy or an export of KV (a connector registering it) is
+    // no such work: what is allocated then stays beside the headroom.
+    const bool at_start_up_launch = reason == policy::CommitReason::kv_launch_before_capture ||
+                                    reason == policy::CommitReason::launch_without_graphs ||
+                                    reason == policy::CommitReason::first_launch;
+    if (at_start_up_launch && !k.trigger.captured() && !serving_flag_set())
+      in.live_start_up_bytes = post_kv_needs(k.device).resident_growth;
   }
   if (k.previous) in.learned_serving_bytes = k.previous->serving_peak_bytes;
   return policy::serving_headroom(in);
@@ -94,7 +107,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   in.device_free_bytes = free_bytes;
   in.device_total_bytes = total;
   look_up_profile(K(), k);
-  const policy::Headroom headroom = serving_headroom(k, free_bytes, total);
+  const policy::Headroom headroom = serving_headroom(k, free_bytes, total, reason);
   in.headroom_bytes = headroom.bytes;
   in.host_vmm_supported = real_host_vmm_supported(k.device);
   in.deficit_mode = policy::deficit_mode(o.deficit);
@@ -157,6 +170,7 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   const bool scratch_released = k.arena->release_scratch();
   k.committed = true;
   k.commit_reason = reason;
+  k.committed_before_captures = state.engine.graphs_expected && !k.trigger.captured() && !serving_flag_set();
   k.trigger.committed();
   refresh_counts(K());
   const std::uint64_t host_bytes = k.arena->host_bytes();
@@ -184,15 +198,30 @@ void commit_locked(DeviceKv& k, policy::CommitReason reason, const char* call) {
   measure_profile(k, plan, headroom);
   // From here the same peaks measure serving, for the exit's "kv serving peaks".
   start_post_kv_peaks(k.device, false);
-  write_profile(K(), k);
+  const bool profile_written = write_profile(K(), k);
   log().info("device {}: KV committed before {} ({})", k.device, call, policy::to_string(reason));
+  // At the default log level, one line per commit: where the KV cache is, and what to do about a host part.
+  const bool sizes_next = profile_can_size_next_start(K(), k);
+  notice(policy::commit_line({.device = k.device,
+                              .kv_bytes = plan.kv_bytes,
+                              .host_bytes = host_bytes,
+                              .margin_bytes = plan.margin_bytes,
+                              .tensors = plan.tensors.size(),
+                              .host_bytes_per_tensor = host_per_tensor,
+                              .profile_path = profile_written ? k.written_profile_path : std::string(),
+                              .profile_sizes_next = sizes_next,
+                              .flag_hint = plan.next_start_hint}));
+  // The commit line above said where the KV cache went and what the next start does: the plan's own account is
+  // detail, and where a profile sizes the next start, its advice to change a flag would contradict that line.
+  std::string detail = plan.message;
+  const std::string advice = "; " + plan.next_start_hint;
+  if (profile_written && sizes_next && !plan.next_start_hint.empty() && detail.ends_with(advice))
+    detail.resize(detail.size() - advice.size());
   if (host_bytes != plan.host_bytes) {
-    log().warn("{} (placed: {:.2f} GiB on host memory)", plan.message,
+    log().warn("{} (placed: {:.2f} GiB on host memory)", detail,
                static_cast<double>(host_bytes) / static_cast<double>(1ULL << 30));
-  } else if (host_bytes > 0) {
-    log().warn("{}", plan.message);
   } else {
-    log().info("{}", plan.message);
+    log().info("{}", detail);
   }
 }
 

@@ -59,6 +59,7 @@ void defer_locked(DeviceKv& d) {
   for (Placement& r : d.regions) {
     r.kv = policy::is_kv(policy::ArenaPlacement{r.requested, r.tagged}, tensor);
     reclassify(r.tracked_key(), r.kv);
+    r.kv_category = r.kv;
     if (!r.kv) continue;
     if (r.written_by != nullptr) {
       // KV, kept backed: what the engine wrote there stays; the commit leaves it alone.
@@ -106,6 +107,13 @@ bool keeps_kv_for_connector(const KvState& k) {
   return !k.engine.kv_connector.empty() && options().kv_tensor_bytes == 0;
 }
 
+// The cause where the process used CUDA but never asked for its free memory: the engine sizes its KV
+// cache from such a query (kv-deferral.md, "1. Placement"), so this process sized none (an engine's helper
+// process that only touches CUDA), and nothing was to be deferred in it.
+constexpr std::string_view kNoMemoryQuery =
+    "this process made no memory query (cudaMemGetInfo, cuMemGetInfo), the query an engine sizes its KV cache "
+    "from: it sized no KV cache, so there was nothing to defer";
+
 // Why defer mode ended start-up with nothing deferred, for the one warning that says so.
 std::string nothing_deferred_reason(const KvState& k) {
   if (std::string observe_only = kv_observe_only_reason(); !observe_only.empty()) return observe_only;
@@ -136,6 +144,7 @@ std::string nothing_deferred_reason(const KvState& k) {
           "kvremap_tag_push(\"kv\") or name its tensor size with KVREMAP_KV_TENSOR_BYTES)",
           d->device, d->regions.size());
   if (std::optional<std::string> given = policy::vllm_nothing_deferred_reason(k.engine)) return *given;
+  if (memory_queries_made() == 0) return std::string(kNoMemoryQuery);
   return fmt::format(
       "no allocation of at least KVREMAP_KV_MIN_BYTES={} was made after the engine's sizing memory "
       "query",
@@ -155,7 +164,7 @@ void warn_if_nothing_deferred(KvState& k) {
   // or only observes (its own line said why already).
   const bool stepped_back = !kv_stood_aside_for().empty() || !kv_observe_only_reason().empty();
   const bool expected =
-      !stepped_back && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
+      !stepped_back && why != kNoMemoryQuery && ((k.engine.kind != policy::EngineKind::other && !keeps_kv_for_connector(k)) ||
                         std::any_of(k.devices.begin(), k.devices.end(), [](const auto& d) {
                           return d && (d->arena || d->arena_failed || d->placements_refused > 0);
                         }));
@@ -521,10 +530,8 @@ std::size_t kv_reported_free(std::size_t driver_free) {
   return 0;
 }
 
-namespace {
+namespace kv_internal {
 
-// Serving's need beyond the commit: each category's rise above its level then, at its peak (the KV
-// cache's own category is the committed cache itself); with `asked`, what is live now plus the ask.
 std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked) {
   std::uint64_t peak = 0, live = 0;
   const auto windows = post_kv_windows(d.device);
@@ -537,6 +544,14 @@ std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked) {
   }
   return std::max(peak, live + asked);
 }
+
+std::uint64_t serving_need_so_far(const DeviceKv& d) {
+  return d.kv_asleep() ? d.serving_need_before_sleep : std::max(d.serving_need_before_sleep, serving_need(d, 0));
+}
+
+}  // namespace kv_internal
+
+namespace {
 
 // Raises the profile's serving need to `need` where that is more, and writes the profile at once: the
 // engine may die of the out-of-memory that follows, and its next start must keep room for it. False when
@@ -559,8 +574,9 @@ void kv_out_of_memory(std::uint64_t bytes, int device_hint) {
     std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
     if (!g.owns_lock()) return;
     DeviceKv& d = k.at(device_hint >= 0 ? device_hint : tracked_device_now());
-    if (!d.committed) return;
-    const std::uint64_t need = serving_need(d, bytes);
+    // While the KV cache sleeps, what runs out of memory is not serving (an RL trainer in the same process, say).
+    if (!d.committed || d.kv_asleep()) return;
+    const std::uint64_t need = std::max(serving_need(d, bytes), d.serving_need_before_sleep);
     if (!learn_serving_need(k, d, need)) return;
     std::size_t free_bytes = 0, total = 0;
     const bool measured = real_memory_info(&free_bytes, &total);
@@ -582,12 +598,20 @@ bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_addr
     std::lock_guard<std::mutex> g(k.lock);
     const int device = device_hint >= 0 ? device_hint : tracked_device_now();
     DeviceKv& d = k.at(device);
-    if (!d.committed || !d.arena || policy::deficit_mode(options().deficit) != policy::DeficitMode::host ||
-        !real_host_vmm_supported(device))
+    if (!d.committed || d.kv_asleep() || !d.arena ||
+        policy::deficit_mode(options().deficit) != policy::DeficitMode::host || !real_host_vmm_supported(device))
       return false;
-    // Serving only: start-up work after an early commit (an eager engine's autotuning) would measure
-    // and choose its kernels on host memory; it gets its error, as without kvremap.
-    if (!policy::commits_at_serving(d.commit_reason) && !serving_flag_set() && !serving_phase(device)) return false;
+    // Serving only: start-up work after an early commit (an eager engine's autotuning; an engine that will
+    // capture, committed at a warm-up's attention kernel before its autotuning and captures) would measure and
+    // choose its kernels on host memory; it gets its error, as without kvremap, until serving shows (the serving
+    // port open, a graph replay after the captures, the device idle after them: phase inference's serving).
+    const bool start_up_may_follow = !policy::commits_at_serving(d.commit_reason) || d.committed_before_captures;
+    if (start_up_may_follow && !serving_flag_set() && !serving_phase(device)) return false;
+    // Only the allocator's retry of a refused request, after it freed what it had cached (policy/overflow_gate.h):
+    // its first ask gets the error, so a cache that can make room for it does, and no block the allocator
+    // would keep for good lands on host memory while device memory could hold it.
+    const policy::OverflowDecision decision = d.overflow_gate.on_refusal(bytes, device_allocation_counts(device));
+    if (!decision.overflow) return false;
     CUdeviceptr base = 0;
     if (d.arena->allocate(bytes, &base, true) != CUDA_SUCCESS) return false;
     d.regions.push_back(Placement{base, bytes, false, false});
@@ -599,12 +623,20 @@ bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_addr
       if (!r.kv) host_bytes += d.arena->host_bytes(r.base);
     if (d.overflow_allocations++ == 0)
       log().warn(
-          "device {}: serving ran out of device memory after the commit ({} asked by {}): kvremap backs such "
-          "allocations with host memory (slower) so serving goes on; the profile keeps room for them, so the "
-          "next start of this configuration is sized to hold them on the device",
-          device, policy::format_bytes(bytes), api);
-    kv_event([&] { trace_events::kv_serving_overflow(device, api, base, bytes, host_bytes); });
-    learn_serving_need(k, d, serving_need(d, 0));
+          "device {}: serving ran out of device memory after the commit: {} asked by {} was refused again {}, so "
+          "kvremap backs it with host memory (slower) and serving goes on; the allocator keeps such blocks until the "
+          "engine restarts, so restart it when you can: the profile keeps room for them and the next start of this "
+          "configuration holds them on the device",
+          device, policy::format_bytes(bytes), api,
+          decision.freed_bytes_since_refusal > 0
+              ? "after the engine's allocator freed " + policy::format_bytes(decision.freed_bytes_since_refusal) +
+                    " of its cache"
+              : std::string("with nothing in the engine's allocator's cache left to free"));
+    kv_event([&] {
+      trace_events::kv_serving_overflow(device, api, base, bytes, host_bytes, decision.frees_since_refusal,
+                                        decision.freed_bytes_since_refusal);
+    });
+    learn_serving_need(k, d, serving_need_so_far(d));
     *ptr = base;
     return true;
   } catch (...) {
@@ -613,18 +645,25 @@ bool kv_serving_overflow(std::uint64_t bytes, const char* api, void* return_addr
 }
 
 void kv_at_exit() {
-  if (!kv_mode()) return;
+  // A process that made no tracked CUDA call (vLLM's API server; a child forked from a traced process
+  // that exits without CUDA, inheriting its exit handler) had nothing to defer: it says nothing.
+  if (!kv_mode() || !tracking_started()) return;
   KvState& k = K();
   // A failed commit stops the process from inside the lock: nothing more to say then.
   std::unique_lock<std::mutex> g(k.lock, std::try_to_lock);
   if (!g.owns_lock()) return;
   for (const auto& d : k.devices) {
+    if (d && !d->committed && d->shift_applied)
+      log().warn(
+          "device {}: this start was sized from profile {} (shift {}) and exits before its KV commit: its marker "
+          "stays, so the next start of this configuration is sized by the engine and its commit rewrites the profile",
+          d->device, policy::printable(d->previous_path), policy::format_bytes_signed(d->applied_shift));
     if (!d || !d->committed) continue;
     kv_event([&] { trace_events::kv_serving_peaks(d->device, post_kv_peaks(d->device)); });
     if (!d->profile) continue;
     // Serving's need beyond the commit, or what a serving out-of-memory recorded (kv_out_of_memory) if
     // more: what failed is never forgotten.
-    d->profile->serving_peak_bytes = std::max(serving_need(*d, 0), d->profile->serving_peak_bytes.value_or(0));
+    d->profile->serving_peak_bytes = std::max(serving_need_so_far(*d), d->profile->serving_peak_bytes.value_or(0));
     write_profile(k, *d);
   }
   warn_if_nothing_deferred(k);

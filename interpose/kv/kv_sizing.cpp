@@ -16,7 +16,9 @@
 #include "interpose/kv/profile_store.h"
 #include "interpose/trace/kv_events.h"
 #include "interpose/track/tracker.h"
+#include "policy/path_rules.h"
 #include "policy/printable.h"
+#include "policy/profile_layers.h"
 #include "policy/units.h"
 
 namespace kvremap::interpose::kv_internal {
@@ -34,6 +36,7 @@ policy::ProfileKey profile_key(KvState& k, int device) {
   key.driver_version = real_driver_version();
   key.environment = k.environment;
   key.config = k.config;
+  key.model_identity = k.model_identity;
   if (!k.software) {
     std::vector<std::string> software;
     for (const LoadedModule& module : loaded_modules())
@@ -50,6 +53,22 @@ policy::ProfileKey profile_key(KvState& k, int device) {
 ProfileDirectory profile_dir() {
   return profile_directory(options().profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
 }
+
+namespace {
+
+// The read-only layers searched after profile_dir() (KVREMAP_PROFILE_PATH, empty entries ignored); an entry
+// that breaks the path rules or is not absolute is skipped (the options' problems at load name it:
+// policy::parse_options).
+std::vector<ProfileDirectory> profile_layers() {
+  std::vector<ProfileDirectory> out;
+  for (const std::string& entry : policy::profile_path_entries(options().profile_path)) {
+    if (policy::path_problem(entry) || !entry.starts_with('/')) continue;
+    out.push_back({entry, false, std::string(policy::kProfilePathVariable), true});
+  }
+  return out;
+}
+
+}  // namespace
 
 // The shift this start's sizing query applied, when that query is the one the engine sized from
 // (the last before its KV burst): the next start moves on from it. A shift at any other query says
@@ -112,7 +131,13 @@ bool write_profile(KvState& k, DeviceKv& d) {
   std::optional<std::string> path;
   if (store) {
     path = store->write(d.profile_name, policy::to_json(*d.profile), &problem);
-    store->unmark(d.profile_name);
+    // This start's own marker only: another start's marker is its own to remove. A start the engine
+    // sized alone measured figures no profile shaped, so the markers of starts known to have failed
+    // have done their work once it has written them; a start a profile sized leaves them for the next.
+    const policy::StartIdentity me = this_start();
+    if (d.marked) store->unmark(d.profile_name, me);
+    d.marked = false;
+    if (path && !d.shift_applied) store->remove_failed(d.profile_name, me, wall_seconds());
   }
   if (!path) {
     if (!k.warned_profile) log().warn("device {}: no profile written: {}", d.device, problem);
@@ -120,6 +145,7 @@ bool write_profile(KvState& k, DeviceKv& d) {
     return false;
   }
   kv_event([&] { trace_events::kv_profile_written(d.device, *path, d.profile_hash); });
+  d.written_profile_path = *path;
   return true;
 }
 
@@ -129,6 +155,32 @@ namespace {
 void ignore_profile(const DeviceKv& d, const std::string& problem) {
   log().warn("device {}: profile ignored: {}", d.device, problem);
   kv_event([&] { trace_events::kv_profile_ignored(d.device, d.previous_path, problem); });
+}
+
+// Why this start is not sized from profile `name`: a start it sized is known to have failed before its
+// commit (policy::marker_failed). Markers of starts still running count for nothing: concurrent starts
+// of one configuration are all sized. An entry under a marker's name that is no kvremap marker is one
+// warning and counts for nothing.
+std::optional<std::string> failed_start(const ProfileStore& store, const std::string& name, const DeviceKv& d) {
+  std::optional<std::string> reason;
+  for (const ProfileStore::Marker& m : store.markers(name, this_start(), wall_seconds())) {
+    if (!m.problem.empty()) {
+      log().warn("device {}: {}", d.device, m.problem);
+      continue;
+    }
+    if (!m.failed || reason) continue;
+    const std::string who = m.owner ? fmt::format("pid {} on host {}", m.owner->pid, policy::printable(m.owner->host))
+                                    : std::string("a start");
+    const bool foreign = m.owner && !policy::same_place(*m.owner, this_start());
+    reason = fmt::format(
+        "a start it sized ({}) never reached its commit ({}: {} is still there), so this start is sized by "
+        "the engine; its commit rewrites the profile and removes that marker, and the next start is sized again",
+        who,
+        foreign ? fmt::format("its marker is older than {} minutes", policy::kForeignMarkerSeconds / 60)
+                : std::string("failed, killed or crashed"),
+        policy::printable(store.path_of(m.file)));
+  }
+  return reason;
 }
 
 }  // namespace
@@ -150,19 +202,38 @@ void look_up_profile(KvState& k, DeviceKv& d) {
   std::string problem;
   DirectoryProblem kind = DirectoryProblem::none;
   const std::optional<ProfileStore> store = ProfileStore::open(dir, false, &kind, &problem);
-  if (!store) {
-    if (kind == DirectoryProblem::none) return;  // no directory yet: no profile yet
-    if (kind == DirectoryProblem::untrusted && k.warned_profile) return;
-    if (kind == DirectoryProblem::untrusted) k.warned_profile = true;
+  if (!store && kind == DirectoryProblem::untrusted) {
+    // Profiles are off for the process: no read-only layer is searched either.
+    if (k.warned_profile) return;
+    k.warned_profile = true;
     ignore_profile(d, problem);
     return;
   }
-  d.previous = store->load(name, policy::key_text(key), &problem);
-  if (!problem.empty()) {
-    ignore_profile(d, problem);
+  if (!store && kind != DirectoryProblem::none) ignore_profile(d, problem);
+  if (store) {
+    problem.clear();
+    d.previous = store->load(name, policy::key_text(key), &problem);
+    if (!problem.empty()) ignore_profile(d, problem);
+  }
+  // Not in the writable directory: the read-only layers of KVREMAP_PROFILE_PATH, in order. A layer that
+  // cannot be trusted, or a bad file in one, is one warning; the next layer is searched.
+  if (!d.previous)
+    for (const ProfileDirectory& layer : profile_layers()) {
+      const std::optional<ProfileStore> read_only = ProfileStore::open(layer, false, &kind, &problem);
+      if (!read_only) {
+        if (kind != DirectoryProblem::none) ignore_profile(d, problem);
+        continue;
+      }
+      d.previous_path = layer.path + "/" + name;
+      problem.clear();
+      d.previous = read_only->load(name, policy::key_text(key), &problem);
+      if (!problem.empty()) ignore_profile(d, problem);
+      if (d.previous) break;
+    }
+  if (!d.previous) {
+    d.previous_path = dir.path + "/" + name;
     return;
   }
-  if (!d.previous) return;
   if (const auto out_of_range = policy::profile_out_of_bounds(*d.previous, key.device_total_bytes)) {
     d.previous.reset();
     ignore_profile(d, "ignoring the profile " + policy::printable(d.previous_path) + ": " + *out_of_range);
@@ -175,11 +246,8 @@ void look_up_profile(KvState& k, DeviceKv& d) {
     reason = *not_applicable;
   } else if (!d.previous->sizing_query) {
     reason = "the profile recorded no sizing query";
-  } else if (store->marked(name)) {
-    reason =
-        "a start it sized never reached its commit (failed, killed or crashed: " + ProfileStore::marker_name(name) +
-        " is still there), so this start is sized by the engine and its "
-        "commit rewrites the profile";
+  } else if (const auto failed = store ? failed_start(*store, name, d) : std::nullopt) {
+    reason = *failed;
     d.step.reset();
     log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path), reason);
     kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
@@ -192,6 +260,11 @@ void look_up_profile(KvState& k, DeviceKv& d) {
   log().info("device {}: profile {} found; sizing left to the engine: {}", d.device, policy::printable(d.previous_path),
              reason);
   kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, reason); });
+}
+
+bool profile_can_size_next_start(const KvState& k, const DeviceKv& d) {
+  return options().sizing != policy::SizingWhen::engine && !policy::sizing_not_applicable(k.engine) &&
+         sizing_query(d.device).has_value();
 }
 
 // Whether a restart sized from this start's profile could do better: the sizing query can move (not
@@ -257,18 +330,19 @@ namespace {
 bool mark_sized_start(KvState& k, DeviceKv& d) {
   std::string problem;
   DirectoryProblem kind = DirectoryProblem::none;
-  const std::optional<ProfileStore> store = ProfileStore::open(profile_dir(), false, &kind, &problem);
-  if (store && store->mark(policy::profile_file_name(profile_key(k, d.device)), &problem)) return true;
+  // Created when missing: a start sized from a read-only layer's profile keeps its marker here.
+  const std::optional<ProfileStore> store = ProfileStore::open(profile_dir(), true, &kind, &problem);
+  if (store && store->mark(policy::profile_file_name(profile_key(k, d.device)), this_start(), &problem)) {
+    d.marked = true;
+    return true;
+  }
   if (problem.empty()) problem = "the profile directory is gone";
+  problem += "; this start is sized by the engine (a start sized from a profile needs its marker there, so that a "
+             "failure before its commit is seen by the next start: make the profile directory writable)";
   log().warn("device {}: profile {} not used for sizing: {}", d.device, policy::printable(d.previous_path), problem);
   kv_event([&] { trace_events::kv_sizing_unchanged(d.device, d.previous_path, problem); });
   d.step.reset();
   return false;
-}
-
-std::string signed_bytes(std::int64_t v) {
-  return v < 0 ? "-" + policy::format_bytes(static_cast<std::uint64_t>(-(v + 1)) + 1)
-               : policy::format_bytes(static_cast<std::uint64_t>(v));
 }
 
 }  // namespace
@@ -314,9 +388,10 @@ std::size_t sizing_free(std::size_t reported, std::size_t total) {
                                       .profile = d.previous_path,
                                       .reason = d.step->reason});
   });
-  // At the default level: a start that goes wrong after this line names the profile behind it.
-  log().warn("device {}: sizing this start from profile {} (shift {}): {}", device, policy::printable(d.previous_path),
-             signed_bytes(d.step->shift_bytes), d.step->reason);
+  // At info level: the commit line says where the KV cache went, and a start that exits before its commit names
+  // the profile behind it at the default level then (kv_at_exit).
+  log().info("device {}: sizing this start from profile {} (shift {}): {}", device, policy::printable(d.previous_path),
+             policy::format_bytes_signed(d.step->shift_bytes), d.step->reason);
   return told;
 }
 

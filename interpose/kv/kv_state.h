@@ -20,6 +20,7 @@
 #include "policy/commit_plan.h"
 #include "policy/commit_trigger.h"
 #include "policy/engine.h"
+#include "policy/overflow_gate.h"
 #include "policy/profile.h"
 #include "policy/serving_headroom.h"
 #include "policy/sizing.h"
@@ -38,6 +39,7 @@ struct Placement {
   // tracker holds it; 0 for kvremap's own placements, tracked by address.
   std::uint64_t handle = 0;
   std::uint64_t tracked_key() const { return handle != 0 ? handle : base; }
+  bool kv_category = false;  // the tracker holds it as KV (reclassified so at the deferral)
 };
 
 // A virtual handle (kv_vmm.h): what kvremap gave the engine for a cuMemCreate in its KV window. Its
@@ -52,6 +54,16 @@ struct VirtualHandle {
   int references = 1;                     // cuMemCreate's, plus one per cuMemRetainAllocationHandle
 };
 
+// A KV tensor the engine maps itself (an adopted region) that a sleep released after the commit: vLLM's sleep
+// unmaps and releases it and keeps its reservation, and its wake creates and maps new memory of the same size at
+// the same address (docs/kv-deferral.md, Sleep and wake). `asleep` until that mapping comes.
+struct SleepingKv {
+  CUdeviceptr base = 0;
+  std::uint64_t bytes = 0;
+  bool kv_category = true;  // the tracker's category of the region it was: KV, or `other` (Placement::kv_category)
+  bool asleep = true;
+};
+
 // One device's arena and where its KV cache stands; each device defers and commits on its own,
 // at calls made while it is the current device.
 struct DeviceKv {
@@ -61,10 +73,15 @@ struct DeviceKv {
   bool arena_failed = false;
   std::size_t placements_refused = 0;  // KV candidates the arena could not place (ordinary instead)
   std::size_t overflow_allocations = 0;  // serving allocations backed by host memory (kv_serving_overflow)
+  // Which refused serving allocation is the allocator's retry, the only one given host memory.
+  policy::OverflowGate overflow_gate;
   std::vector<Placement> regions;
   bool deferred = false;   // the KV burst is over and its regions are on scratch
   bool committed = false;  // backed again for good
   policy::CommitReason commit_reason = policy::CommitReason::none;  // what committed it
+  // Committed before any capture of an engine that will capture, its serving port not open: autotuning and the
+  // captures may still follow, and start-up work is never given host memory (kv_serving_overflow).
+  bool committed_before_captures = false;
   std::uint64_t deferred_bytes = 0;
   policy::CommitTrigger trigger;
   // The stream epoch of the deferral (stream_ages.h): streams whose first kernel came later are new since it.
@@ -77,10 +94,21 @@ struct DeviceKv {
   bool lookup_done = false;
   std::optional<policy::Profile> previous;
   std::string previous_path;
+  std::string written_profile_path;  // the profile this start wrote last; empty: none
   std::optional<policy::SizingStep> step;  // what `previous` asks of this start's sizing query
   bool shift_applied = false;
+  bool marked = false;  // this start's failed-start marker is beside the profile (removed at its write)
   std::uint64_t applied_index = 0;  // the memory query that reported the shifted figure
   std::int64_t applied_shift = 0;
+  // Sleep and wake after the commit (kv_vmm.cpp): the KV tensors a sleep released, and serving's need measured
+  // up to the last sleep (what came and went while the KV cache was released never competed with it).
+  std::vector<SleepingKv> sleeping;
+  std::uint64_t serving_need_before_sleep = 0;
+  bool kv_asleep() const {
+    for (const SleepingKv& s : sleeping)
+      if (s.asleep) return true;
+    return false;
+  }
 };
 
 struct KvState {
@@ -93,6 +121,7 @@ struct KvState {
   std::vector<std::string> argv;         // the engine's command line, for the profile key
   std::vector<std::string> environment;  // the engine's memory-relevant variables set at load: the key's
   std::string config;                    // the key's `--config` file and its contents' hash, read at load
+  std::string model_identity;            // the key's model, by its config.json (policy::ProfileKey), read at load
   // The key's engine and PyTorch modules, read once, at the first key made (the sizing query's lookup),
   // so that the lookup and every write of this start name the same modules.
   std::optional<std::vector<std::string>> software;
@@ -139,6 +168,13 @@ void commit_locked(DeviceKv& d, policy::CommitReason reason, const char* call);
 // Each category's peak since the tracker's post-KV window began (the KV burst's end, then the commit).
 trace_events::PostKvPeaks post_kv_peaks(int device);
 
+// kv_manager.cpp: serving's need beyond the commit — each category's rise above its level then, at its peak (the
+// KV cache's own category is the committed cache itself); with `asked`, what is live now plus the ask.
+std::uint64_t serving_need(const DeviceKv& d, std::uint64_t asked);
+// The same over the whole of serving: the need measured before the last sleep, and since the wake when the KV
+// cache is mapped again (while it sleeps, only what came before).
+std::uint64_t serving_need_so_far(const DeviceKv& d);
+
 // kv_sizing.cpp: profiles and learned sizing (docs/kv-deferral.md, Profiles and Learned sizing).
 // Once per device: the profile an earlier start of this configuration wrote, and the shift it asks for.
 void look_up_profile(KvState& k, DeviceKv& d);
@@ -146,6 +182,9 @@ void look_up_profile(KvState& k, DeviceKv& d);
 void measure_profile(DeviceKv& d, const policy::CommitPlan& plan, const policy::Headroom& headroom);
 // Writes d.profile where KVREMAP_PROFILE_DIR says; false (one warning per process) when it cannot.
 bool write_profile(KvState& k, DeviceKv& d);
+// Whether learned sizing can size the next start of this configuration from this start's profile (not
+// KVREMAP_SIZING=engine, a KV size not fixed on the command line, a sizing query seen).
+bool profile_can_size_next_start(const KvState& k, const DeviceKv& d);
 // The shift this start's sizing query applied, when it reached the query the engine sized from.
 std::int64_t effective_shift(const DeviceKv& d);
 // KVREMAP_DEFICIT=restart: whether a restart sized from this start's profile could do better.

@@ -68,6 +68,48 @@ CUresult real_handle_locked(KvState& k, VirtualHandle& v, const char* api, CUmem
   return CUDA_SUCCESS;
 }
 
+void count_sleeping(const KvState& k) {
+  std::size_t n = 0;
+  for (const auto& d : k.devices)
+    if (d) n += d->sleeping.size();
+  kv_detail::g_sleeping_kv.store(n, std::memory_order_relaxed);
+}
+
+// A KV tensor of `d` the engine released after the commit: a sleep (vLLM's CuMemAllocator.sleep unmaps and
+// releases every allocation and keeps its reservation). The first tensor of a sleep keeps serving's need measured
+// so far; until the wake maps every one again, nothing is measured as serving's need: what the process allocates
+// meanwhile (a trainer beside the engine, the weights' sync) never competes with the KV cache.
+void fell_asleep(KvState& k, DeviceKv& d, CUdeviceptr base, std::uint64_t bytes, bool kv_category) {
+  try {
+    if (!d.kv_asleep()) {
+      d.serving_need_before_sleep = serving_need_so_far(d);
+      log().info(
+          "device {}: the engine released its KV tensor at {:#x} after the commit (a sleep): serving's need is not "
+          "measured until its KV cache is mapped again",
+          d.device, base);
+    }
+    const auto it = std::find_if(d.sleeping.begin(), d.sleeping.end(),
+                                 [&](const SleepingKv& s) { return s.base == base && s.bytes == bytes; });
+    if (it == d.sleeping.end()) {
+      d.sleeping.push_back(SleepingKv{base, bytes, kv_category, true});
+    } else {
+      it->asleep = true;
+    }
+  } catch (...) {
+    // Unrecorded: its wake's memory counts as serving's need (a profile that keeps too much room, never too little).
+  }
+  count_sleeping(k);
+}
+
+// Every KV tensor a sleep released is mapped again (or gone): serving's peaks start again from here. What the wake
+// re-created is KV again, and what came and went while the KV cache slept is not in them.
+void woke_if_awake(DeviceKv& d) {
+  if (d.kv_asleep()) return;
+  restart_post_kv_peaks(d.device);
+  log().info("device {}: the engine's KV cache is mapped again (a wake): serving's need is measured again from here",
+             d.device);
+}
+
 // The engine unmaps adopted region `it` of `d`: its memory goes back to its handle (or is freed when the
 // handle was released), whether it was on scratch, in its burst or committed. Nothing is committed.
 CUresult drop_adopted(KvState& k, DeviceKv& d, std::vector<Placement>::iterator it) {
@@ -76,6 +118,7 @@ CUresult drop_adopted(KvState& k, DeviceKv& d, std::vector<Placement>::iterator 
   VirtualHandle* v = find_virtual(k, handle);
   const bool on_scratch = d.arena->backing(base) == Backing::scratch;
   const std::uint64_t bytes = d.arena->region_bytes(base);
+  const bool kv_category = it->kv_category;
   CUmemGenericAllocationHandle kept = 0;
   const bool keep = v != nullptr && v->references > 0;
   if (CUresult r = d.arena->unadopt(base, keep ? &kept : nullptr); r != CUDA_SUCCESS) return r;
@@ -93,6 +136,7 @@ CUresult drop_adopted(KvState& k, DeviceKv& d, std::vector<Placement>::iterator 
         d.device, base, policy::format_bytes(bytes));
     d.arena->release_scratch();  // gives the scratch back once nothing is on it
   }
+  if (d.committed) fell_asleep(k, d, base, bytes, kv_category);
   refresh_counts(k);
   return CUDA_SUCCESS;
 }
@@ -285,6 +329,45 @@ void vmm_reservation_freed(CUdeviceptr ptr) {
   KvState& k = K();
   std::lock_guard<std::mutex> g(k.lock);
   k.reservations.erase(ptr);
+  if (g_sleeping_kv.load(std::memory_order_relaxed) == 0) return;
+  // A KV tensor freed for good (its reservation with it), asleep or not, has no wake to wait for.
+  for (auto& slot : k.devices) {
+    if (!slot) continue;
+    const bool asleep = slot->kv_asleep();
+    std::erase_if(slot->sleeping, [&](const SleepingKv& s) { return s.base == ptr; });
+    if (asleep) woke_if_awake(*slot);
+  }
+  count_sleeping(k);
+}
+
+void vmm_engine_mapped(CUdeviceptr ptr, std::size_t size, CUmemGenericAllocationHandle handle) {
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  for (auto& slot : k.devices) {
+    if (!slot) continue;
+    for (SleepingKv& s : slot->sleeping) {
+      if (!s.asleep || s.base != ptr || s.bytes != size) continue;
+      // cumem.py wake_up: create_and_map of the allocation's own (device, size, address) — the KV tensor again,
+      // held by the tracker as what it was (KV), not as serving's VMM memory.
+      s.asleep = false;
+      reclassify_handle(handle, s.kv_category ? policy::Category::kv : policy::Category::other);
+      woke_if_awake(*slot);
+      return;
+    }
+  }
+}
+
+void vmm_engine_unmapped(CUdeviceptr ptr, std::size_t size) {
+  KvState& k = K();
+  std::lock_guard<std::mutex> g(k.lock);
+  for (auto& slot : k.devices) {
+    if (!slot) continue;
+    for (std::size_t i = 0; i < slot->sleeping.size(); ++i) {
+      const SleepingKv s = slot->sleeping[i];
+      if (!s.asleep && ptr <= s.base && s.base + s.bytes <= ptr + size)
+        fell_asleep(k, *slot, s.base, s.bytes, s.kv_category);  // marks entry i: nothing is added
+    }
+  }
 }
 
 bool vmm_retain(CUmemGenericAllocationHandle* handle, CUdeviceptr address) {

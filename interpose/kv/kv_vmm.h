@@ -14,6 +14,11 @@ namespace kvremap::interpose {
 namespace kv_detail {
 // Virtual handles alive: every hook taking a handle checks this first (one load) before any lookup.
 inline constinit std::atomic<std::size_t> g_virtual_handles{0};
+// KV tensors a sleep released after the commit, asleep or woken (DeviceKv::sleeping): the engine's own mappings
+// and unmappings are looked at only while there are some.
+inline constinit std::atomic<std::size_t> g_sleeping_kv{0};
+void vmm_engine_mapped(CUdeviceptr ptr, std::size_t size, CUmemGenericAllocationHandle handle);
+void vmm_engine_unmapped(CUdeviceptr ptr, std::size_t size);
 bool vmm_create(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
                 unsigned long long flags, void* return_address, CUresult* result);
 bool vmm_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
@@ -72,6 +77,15 @@ inline bool kv_vmm_unmap(CUdeviceptr ptr, std::size_t size, CUresult* result) {
 // every remap (peers included).
 inline void kv_vmm_access(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count) {
   if (kv_detail::g_virtual_handles.load(std::memory_order_relaxed) != 0) kv_detail::vmm_access(ptr, size, desc, count);
+}
+// After the driver mapped a handle of the engine's own (not a virtual one): a mapping of the size and address of
+// a KV tensor a sleep released is its wake, and the handle's memory is KV, not serving's need (kv_vmm.cpp).
+inline void kv_vmm_engine_mapped(CUdeviceptr ptr, std::size_t size, CUmemGenericAllocationHandle handle) {
+  if (kv_detail::g_sleeping_kv.load(std::memory_order_relaxed) != 0) kv_detail::vmm_engine_mapped(ptr, size, handle);
+}
+// After the driver unmapped a range of the engine's: a woken KV tensor unmapped again is the next sleep.
+inline void kv_vmm_engine_unmapped(CUdeviceptr ptr, std::size_t size) {
+  if (kv_detail::g_sleeping_kv.load(std::memory_order_relaxed) != 0) kv_detail::vmm_engine_unmapped(ptr, size);
 }
 // The engine's VA reservations, recorded in defer mode: adoption needs a reservation of the handle's size.
 inline void kv_vmm_reserved(CUdeviceptr ptr, std::size_t size) {

@@ -7,6 +7,7 @@
 #include "interpose/base/tick_clock.h"
 #include "interpose/kv/kv_state.h"
 #include "interpose/kv/stream_ages.h"
+#include "interpose/trace/metrics_file.h"
 #include "interpose/trace/trace_writer.h"
 #include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
@@ -14,9 +15,11 @@
 namespace kvremap::interpose {
 namespace {
 
-// The stream table's lock, the hook-thread registry and the trace writer's lock are held across the fork,
-// so none is copied in the middle of a change; the parent releases them in the opposite order.
+// The background writer is parked, then the stream table's lock, the hook-thread registry and the trace
+// writer's locks are held across the fork, so none is copied in the middle of a change and no thread of
+// kvremap's is inside the allocator; the parent releases them in the opposite order.
 void prepare_fork() {
+  trace().park_writer();  // first: the writer may need the locks taken below to finish its flush
   stream_ages_prepare_fork();
   hook_threads_prepare_fork();
   trace().prepare_fork();
@@ -26,6 +29,7 @@ void parent_after_fork() {
   trace().parent_after_fork();
   hook_threads_parent_after_fork();
   stream_ages_after_fork();
+  trace().unpark_writer();
 }
 
 // The child has one thread and its own pid: its trace, tracking state and registries start empty,
@@ -33,6 +37,7 @@ void parent_after_fork() {
 void child_after_fork() {
   stream_ages_after_fork();  // the forking thread took it: the child's one thread releases it
   trace().child_after_fork();
+  metrics::child_after_fork();
   hook_threads_child_after_fork();
   tracker_child_after_fork();
   oom_child_after_fork();

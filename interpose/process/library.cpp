@@ -11,11 +11,17 @@
 #include <memory>
 
 #include "interpose/base/process_cmdline.h"
+#include "interpose/base/process_tree.h"
 #include "interpose/kv/kv_manager.h"
 #include "interpose/kv/kv_observe_only.h"
+#include "interpose/kv/profile_store.h"
+#include "interpose/version_number.h"
 #include "interpose/process/exit_handlers.h"
 #include "interpose/process/fork.h"
 #include "interpose/trace/trace_writer.h"
+#include "policy/engine.h"
+#include "policy/start_line.h"
+#include "policy/tree_notice.h"
 #include "interpose/track/oom_snapshot.h"
 #include "interpose/track/tracker.h"
 
@@ -53,6 +59,46 @@ spdlog::level::level_enum to_spdlog(policy::LogLevel level) {
   return static_cast<spdlog::level::level_enum>(static_cast<int>(level));
 }
 
+// Lines every process of an engine tree would print alike, printed once: by the first process that
+// loads kvremap, which names itself in `variable` for its descendants; one with the same lines stays quiet
+// (policy/tree_notice.h).
+void print_once_per_tree(std::string_view variable_name, const std::vector<std::string>& lines) {
+  const std::string variable(variable_name);
+  const char* inherited_text = std::getenv(variable.c_str());
+  const std::optional<policy::TreeNotice> inherited =
+      inherited_text ? policy::decode_tree_notice(inherited_text) : std::nullopt;
+  if (lines.empty() || policy::printed_by_ancestor(lines, inherited, ancestors())) return;
+  for (const std::string& line : lines) std::fprintf(stderr, "%s\n", line.c_str());
+  if (const auto self = stamp_of(std::to_string(::getpid())))
+    setenv(variable.c_str(), policy::encode_tree_notice({*self, policy::lines_hash(lines)}).c_str(), 1);
+}
+
+// Option errors once per tree; every process still falls back on its own and its trace records them.
+void print_option_problems(const std::vector<policy::OptionProblem>& problems) {
+  std::vector<std::string> lines;
+  for (const policy::OptionProblem& p : problems) lines.push_back(p.message);
+  print_once_per_tree(policy::kOptionErrorsShownVariable, lines);
+}
+
+// The engine's root process says kvremap is there, at the default log level: what it does and where it
+// writes. Its workers (multiprocessing children, exec'd processes that name no engine) say nothing.
+void print_start_up_line(const policy::Options& options) {
+  if (!started_as_engine_root() || options.log_level > policy::LogLevel::warn) return;
+  std::string trace_dir;
+  if (options.trace) {
+    trace_dir = options.trace_dir;
+    if (!trace_dir.starts_with('/')) {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd) != nullptr) trace_dir = trace_dir == "." ? cwd : std::string(cwd) + "/" + trace_dir;
+    }
+  }
+  const ProfileDirectory profiles =
+      profile_directory(options.profile_dir, std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  const std::string line = policy::start_up_line(
+      options, {KVREMAP_VERSION_STRING, policy::named_engine(own_command_line()), ::getpid(), trace_dir, profiles.path});
+  print_once_per_tree(policy::kStartLineShownVariable, {line});
+}
+
 __attribute__((constructor)) void load() {
   // First, whatever fails below: tracking writes its summary at exit and on a terminating signal.
   set_tracking_start_hook(&tracker_detail::install_exit_handlers);
@@ -68,12 +114,13 @@ __attribute__((constructor)) void load() {
     logger->set_pattern("kvremap: [pid %P] %l: %v");
     logger->set_level(to_spdlog(g_options->log_level));
     g_logger = new std::shared_ptr<spdlog::logger>(std::move(logger));
-    for (const policy::OptionProblem& p : parsed.problems) std::fprintf(stderr, "%s\n", p.message.c_str());
+    print_option_problems(parsed.problems);
     g_problems = new std::vector<policy::OptionProblem>(parsed.problems);
     if (parsed.exit_requested()) {
       std::fprintf(stderr, "kvremap: exiting because KVREMAP_STRICT=1 and the configuration is invalid\n");
       std::_Exit(1);
     }
+    print_start_up_line(*g_options);
     // Settings that give up what deferral gains: said once, at load, so nobody expects the gain.
     for (const std::string& notice : policy::gain_notices(*g_options)) log().warn("{}", notice);
     install_fork_handlers();
@@ -89,6 +136,12 @@ spdlog::logger& log() {
   if (g_logger) return **g_logger;
   static spdlog::logger* silent = new spdlog::logger("kvremap-silent");
   return *silent;
+}
+
+void notice(const std::string& text) {
+  const policy::LogLevel level = g_options ? g_options->log_level : policy::LogLevel::warn;
+  if (level > policy::LogLevel::warn) return;
+  std::fprintf(stderr, "kvremap: [pid %d] %s\n", static_cast<int>(::getpid()), text.c_str());
 }
 
 const std::vector<policy::OptionProblem>& option_problems() {

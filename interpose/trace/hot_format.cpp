@@ -73,7 +73,16 @@ std::size_t format_hot_record(const HotLine& line, char* out, std::size_t capaci
       if (i) e.lit(",");
       e.lit("\"").raw(policy::kCategoryNames[i]).lit(R"(":)").u64(extra[i]);
     }
-    return e.lit("}}").overflowed() ? 0 : e.view().size();
+    e.lit("}}");
+    if (extra[kCounterKvPlaced] != 0) {
+      // Where the KV cache kvremap placed lies, as a second counter of the same time (the writer puts the
+      // separator and newline around both): Perfetto draws it as its own tracks beside the device's.
+      e.lit("\n,").padded(head.text, head.size).micros(line.ts_ns);
+      e.lit(R"(,"name":"device )").u64(static_cast<std::uint64_t>(r.device())).lit(R"( kv bytes","args":{"reserved":)");
+      e.u64(extra[kCounterKvReserved]).lit(R"(,"device":)").u64(extra[kCounterKvDevice]);
+      e.lit(R"(,"scratch":)").u64(extra[kCounterKvScratch]).lit(R"(,"host":)").u64(extra[kCounterKvHost]).lit("}}");
+    }
+    return e.overflowed() ? 0 : e.view().size();
   }
   const Piece& api = cached(t_pieces.api[kind], reinterpret_cast<std::uintptr_t>(r.api),
                             [&](EventLine& a) { a.lit(R"(,"args":{"api":")").raw(r.api).lit(R"(","ptr":)"); });

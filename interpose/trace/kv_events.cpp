@@ -9,6 +9,7 @@
 
 #include "interpose/trace/event_text.h"
 #include "interpose/trace/json.h"
+#include "interpose/trace/metrics_file.h"
 #include "interpose/trace/trace_writer.h"
 
 namespace kvremap::interpose::trace_events {
@@ -106,6 +107,7 @@ void kv_deferred(const KvDeferredEvent& d) {
       .boolean("graphs_expected", d.graphs_expected)
       .text("commit_mode", policy::to_string(d.commit_mode))
       .write();
+  metrics::on_deferred(d.device, d.deferred_bytes, d.scratch_bytes);
 }
 
 void kv_stands_aside(std::string_view api, std::string_view library) {
@@ -123,14 +125,18 @@ void kv_free_below_zero(int device, std::uint64_t short_bytes) {
 }
 
 void kv_serving_overflow(int device, std::string_view api, std::uint64_t address, std::uint64_t bytes,
-                         std::uint64_t host_bytes) {
+                         std::uint64_t host_bytes, std::uint64_t frees_since_refusal,
+                         std::uint64_t freed_bytes_since_refusal) {
   KvLine("kv serving overflow")
       .number("device", device)
       .text("api", api)
       .number("address", address)
       .number("bytes", bytes)
       .number("host_bytes", host_bytes)
+      .number("frees_since_refusal", frees_since_refusal)
+      .number("freed_bytes_since_refusal", freed_bytes_since_refusal)
       .write();
+  metrics::on_overflow(device, bytes);
 }
 
 void kv_serving_peaks(int device, const PostKvPeaks& since_commit) {
@@ -176,6 +182,7 @@ void kv_committed(const KvCommittedEvent& c) {
       .text("same_start_flags", c.same_start_flags)
       .peaks("post_kv_peaks", c.post_kv_peaks)
       .write();
+  metrics::on_committed(c.device, c.kv_bytes, c.device_bytes, c.host_bytes, c.headroom_bytes);
 }
 
 void kv_profile_written(int device, std::string_view path, std::uint64_t key_hash) {

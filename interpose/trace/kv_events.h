@@ -71,10 +71,12 @@ void kv_serving_port_open(std::string_view where);
 // With its KV cache backed the engine would have `short_bytes` less than nothing free.
 void kv_free_below_zero(int device, std::uint64_t short_bytes);
 
-// After the commit the device refused an allocation of `bytes` and kvremap backed it with host memory at
-// `address` instead (`host_bytes`: all such allocations live now).
+// After the commit the device refused an allocation of `bytes` twice, the engine's allocator freeing
+// `freed_bytes_since_refusal` in `frees_since_refusal` frees between, and kvremap backed the retry with host
+// memory at `address` (`host_bytes`: all such allocations live now).
 void kv_serving_overflow(int device, std::string_view api, std::uint64_t address, std::uint64_t bytes,
-                         std::uint64_t host_bytes);
+                         std::uint64_t host_bytes, std::uint64_t frees_since_refusal,
+                         std::uint64_t freed_bytes_since_refusal);
 
 // At exit: each category's peak while serving, since the commit.
 void kv_serving_peaks(int device, const PostKvPeaks& since_commit);

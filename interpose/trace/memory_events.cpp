@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "interpose/trace/metrics_file.h"
 #include "interpose/base/process_id.h"
 #include "interpose/trace/event_text.h"
 #include "interpose/trace/events.h"
@@ -21,6 +22,7 @@ void phase_changed(int device, policy::Phase from, policy::Phase to, std::string
   append_json_string(e, reason);
   e += "}}";
   trace().event(e, true);
+  metrics::on_phase(device, to);
 }
 
 namespace {

@@ -27,13 +27,19 @@ using trace_events_detail::event_head;
 constexpr int kMaxTraceNameTries = 1000;
 
 // The command line as one string, arguments separated by spaces, with every secret redacted
-// (policy/redact.h): a trace is a file others may be shown, an API key or token must never reach it.
+// (policy/redact.h): a trace is a file others may be shown, an API key or token must never reach it. A
+// process title (setproctitle clears the whole argv area, so /proc reads it as the title and empty arguments,
+// or pads it with spaces) is the title alone: no run of separators or padding after it.
 std::string joined_redacted(const std::vector<std::string>& argv) {
+  const std::vector<std::string> redacted = policy::redact_command_line(argv);
+  std::size_t used = redacted.size();
+  while (used > 1 && redacted[used - 1].empty()) --used;
   std::string joined;
-  for (const std::string& arg : policy::redact_command_line(argv)) {
-    if (!joined.empty()) joined += ' ';
-    joined += arg;
+  for (std::size_t i = 0; i < used; ++i) {
+    if (i > 0) joined += ' ';
+    joined += redacted[i];
   }
+  while (!joined.empty() && joined.back() == ' ') joined.pop_back();
   return joined;
 }
 
@@ -51,8 +57,9 @@ void append_options(std::string& out) {
   out += '}';
 }
 
-void write_header(const char* host, const std::string& cmdline, const std::string& engine_cmdline) {
-  std::string& header = event_head("M", "kvremap", "kvremap_trace");
+// The header event, the file's second line (readers need it there, before any other event).
+std::string header_event(const char* host, const std::string& cmdline, const std::string& engine_cmdline) {
+  std::string header = event_head("M", "kvremap", "kvremap_trace");
   header += fmt::format(R"(,"args":{{"schema_version":{},"library_version":"{}","hostname":)",
                         policy::kTraceSchemaVersion, KVREMAP_VERSION_STRING);
   append_json_string(header, host);
@@ -67,7 +74,7 @@ void write_header(const char* host, const std::string& cmdline, const std::strin
   header += R"(,"options":)";
   append_options(header);
   header += "}}";
-  trace().event(header, true);  // readers need it as the second line, before any other thread's events
+  return header;
 }
 
 void write_option_error(const policy::OptionProblem& p) {
@@ -94,7 +101,10 @@ void append_memory_query(std::string& out, const MemoryQuery& q) {
 }  // namespace
 
 void open_trace() {
-  if (!options().trace) return;
+  if (!options().trace) {
+    trace().forget_early_events();
+    return;
+  }
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
   // kvremap-HOST-PID.json, or where a file of that name exists (the image before an exec, which had
@@ -105,18 +115,24 @@ void open_trace() {
   const std::string cmdline = joined_redacted(own_command_line());
   append_json_string(first, fmt::format("kvremap: {} (pid {})", cmdline.substr(0, cmdline.find(' ')), process_id()));
   first += "}}";
+  const std::string header = header_event(host, cmdline, joined_redacted(engine_command_line()));
   trace().set_hot_formatter(format_hot_record);
-  bool opened = trace().open(path, first);
+  bool opened = trace().open(path, first, header);
   for (int n = 2; !opened && errno == EEXIST && n <= kMaxTraceNameTries; ++n) {
     path = fmt::format("{}/kvremap-{}-{}.{}.json", options().trace_dir, host, process_id(), n);
-    opened = trace().open(path, first);
+    opened = trace().open(path, first, header);
   }
   if (!opened) {
-    log().warn("cannot create trace file {}: {}; tracing off, tracking goes on", policy::printable(path),
-               std::strerror(errno));
+    const int error = errno;
+    trace().forget_early_events();
+    // Advice only where the directory itself is the problem; a full disk or a file-size limit is not.
+    const bool directory_wrong = error == ENOENT || error == ENOTDIR || error == EACCES || error == EPERM ||
+                                 error == EROFS || error == ENAMETOOLONG || error == ELOOP;
+    log().warn("cannot create trace file {} (KVREMAP_TRACE_DIR): {}; tracing off (no file is left), tracking goes on{}",
+               policy::printable(path), std::strerror(error),
+               directory_wrong ? "; KVREMAP_TRACE_DIR must name an existing directory this user can write" : "");
     return;
   }
-  write_header(host, cmdline, joined_redacted(engine_command_line()));
   for (const policy::OptionProblem& p : option_problems()) write_option_error(p);
   log().info("trace: {}", path);
 }

@@ -77,8 +77,30 @@ std::atomic<int> g_fd{-1};
 std::atomic<bool> g_write_failed{false};
 // Bytes of whole lines in the trace file; every write_all call writes whole lines.
 std::atomic<std::uint64_t> g_file_bytes{0};
-// Bytes of the opening bracket and the first event: never cut.
+// Bytes of the opening bracket and the two header lines: never cut.
 std::atomic<std::uint64_t> g_head_bytes{0};
+
+// Events made before the file opens (at the process's first tracked CUDA call, tracker.h): a process
+// that has not used CUDA yet may already see something a later trace must hold (its server listening
+// on the serving port), and one that never uses CUDA writes no file. Kept until open() writes them after
+// the header, or until the process gives its trace up (forget_early_events); at most kEarlyBytes (a few
+// events are expected; any beyond it are dropped).
+constexpr std::size_t kEarlyBytes = 64 * 1024;
+constinit ProcessObject<std::mutex> g_early_lock;
+std::mutex& early_lock() { return g_early_lock.get(); }
+constinit ProcessObject<std::string> g_early_events;
+std::string& early_events() { return g_early_events.get(); }
+std::atomic<bool> g_keep_early{true};
+
+void keep_early(std::string_view json_object) {
+  if (!g_keep_early.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> e(early_lock());
+  std::string& early = early_events();
+  if (!g_keep_early.load(std::memory_order_relaxed) || early.size() + json_object.size() + 2 > kEarlyBytes) return;
+  early += ',';
+  early.append(json_object);
+  early += '\n';
+}
 
 // Async-signal-safe: one line, no allocation.
 void report_write_failure(int error) {
@@ -93,6 +115,7 @@ void report_write_failure(int error) {
 // The end of the last whole line that ends at or before `limit`, or 0 when there is none in the 4 KiB
 // before it.
 off_t line_end_before(int fd, off_t limit) {
+  if (limit <= 0) return 0;
   char tail[4096];
   const off_t from = std::max<off_t>(limit - static_cast<off_t>(sizeof tail), 0);
   const ssize_t n = ::pread(fd, tail, static_cast<std::size_t>(limit - from), from);
@@ -101,52 +124,83 @@ off_t line_end_before(int fd, off_t limit) {
   return 0;
 }
 
-// Ends the file with `line` (the "trace stopped" event) after a whole line. The file's limit may
-// fall on a line boundary and leave no room at all: whole lines are then cut off its end, the
-// fewest that make room, so that a reader always learns why the trace ends. The head stays.
-void write_stop_line(int fd, const char* line, std::size_t size) {
-  off_t end = static_cast<off_t>(g_file_bytes.load());
+// Ends the file with `line` (the "trace stopped" event) after its whole lines. `reached`: the end the
+// file got to before it refused more, the room it had as far as anything shows. The room may end inside a
+// line or on a line boundary and leave too little for the stop line: whole lines are then cut off the
+// end, the fewest that make room for it, so that a reader always learns why the trace ends. The head
+// stays. Updates g_file_bytes to the file's end.
+void write_stop_line(int fd, const char* line, std::size_t size, off_t reached) {
+  const auto head = static_cast<off_t>(g_head_bytes.load());
+  const auto stop = static_cast<off_t>(size);
+  off_t end = static_cast<off_t>(g_file_bytes.load());  // whole lines up to here
   off_t cut = end;  // where the file was last cut: whole lines up to there
-  while (end >= static_cast<off_t>(g_head_bytes.load())) {
+  if (end + stop > reached) end = reached - stop >= head ? line_end_before(fd, reached - stop) : -1;
+  while (end >= head) {
     if (::ftruncate(fd, end) != 0) break;
     cut = end;
     const ssize_t n = ::write(fd, line, size);  // O_APPEND: at the new end
-    if (n == static_cast<ssize_t>(size)) return;
-    end = line_end_before(fd, end - static_cast<off_t>(size));
-  }
-  (void)!::ftruncate(fd, cut);  // no room even then: whole lines only
-}
-
-void write_all(int fd, const char* p, std::size_t left) {
-  if (fd < 0 || left == 0 || g_write_failed.load(std::memory_order_relaxed)) return;
-  const NoFileSizeSignal no_signal;  // a file size limit stops tracing (EFBIG below), never the program
-  const std::size_t whole = left;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      if (!g_write_failed.exchange(true)) {
-        report_write_failure(error);
-        // Part of these lines may be in the file: cut back to a whole line, and say why it ends
-        // there (readers show it).
-        char line[160];
-        const int m = std::snprintf(line, sizeof line,
-                                    ",{\"ph\":\"i\",\"cat\":\"kvremap\",\"name\":\"trace stopped\",\"pid\":%d,"
-                                    "\"tid\":0,\"ts\":%.3f,\"s\":\"p\",\"args\":{\"error\":\"%s\"}}\n",
-                                    static_cast<int>(getpid()), trace_now_us(), strerrordesc_np(error));
-        if (m > 0 && m < static_cast<int>(sizeof line)) {
-          write_stop_line(fd, line, static_cast<std::size_t>(m));
-        } else {
-          (void)!::ftruncate(fd, static_cast<off_t>(g_file_bytes.load()));
-        }
-      }
+    if (n == static_cast<ssize_t>(size)) {
+      g_file_bytes = static_cast<std::uint64_t>(end + stop);
       return;
     }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    end = line_end_before(fd, end - stop);  // less room than that: one more line off
   }
-  g_file_bytes.fetch_add(whole, std::memory_order_relaxed);
+  (void)!::ftruncate(fd, cut);  // no room even then: whole lines only
+  g_file_bytes = static_cast<std::uint64_t>(cut);
+}
+
+// Writes p[0, size) at the file's end; returns how many bytes the file took (all of them, or as many
+// as it took before it refused more), with errno set to the refusal's error when fewer. A file size
+// limit refuses the write (EFBIG) without raising SIGXFSZ at the program.
+std::size_t write_fully(int fd, const char* p, std::size_t size) {
+  std::size_t done = 0;
+  int error = 0;
+  {
+    const NoFileSizeSignal no_signal;  // its end may set errno: the write's error is kept apart
+    while (done < size) {
+      const ssize_t n = ::write(fd, p + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = n == 0 ? ENOSPC : errno;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  if (error != 0) errno = error;
+  return done;
+}
+
+// Writes whole lines p[0, size) after the file's whole lines. At the first write the file refuses,
+// tracing stops: the lines of this batch that reached the file whole stay (the refusal may come after a
+// short write, in the middle of a line: only what follows the batch's last whole line is cut), and the
+// "trace stopped" event ends the file.
+void write_all(int fd, const char* p, std::size_t size) {
+  if (fd < 0 || size == 0 || g_write_failed.load(std::memory_order_relaxed)) return;
+  const std::size_t done = write_fully(fd, p, size);
+  if (done == size) {
+    g_file_bytes.fetch_add(size, std::memory_order_relaxed);
+    return;
+  }
+  const int error = errno;
+  if (g_write_failed.exchange(true)) return;
+  report_write_failure(error);
+  const NoFileSizeSignal no_signal;  // the cuts and the stop line below write too
+  const std::uint64_t start = g_file_bytes.load();
+  const auto reached = static_cast<off_t>(start + done);
+  const void* last_newline = done > 0 ? ::memrchr(p, '\n', done) : nullptr;
+  if (last_newline)
+    g_file_bytes = start + static_cast<std::uint64_t>(static_cast<const char*>(last_newline) - p) + 1;
+  char line[160];
+  const int m = std::snprintf(line, sizeof line,
+                              ",{\"ph\":\"i\",\"cat\":\"kvremap\",\"name\":\"trace stopped\",\"pid\":%d,"
+                              "\"tid\":0,\"ts\":%.3f,\"s\":\"p\",\"args\":{\"error\":\"%s\"}}\n",
+                              static_cast<int>(getpid()), trace_now_us(), strerrordesc_np(error));
+  if (m > 0 && m < static_cast<int>(sizeof line)) {
+    write_stop_line(fd, line, static_cast<std::size_t>(m), reached);
+  } else {
+    (void)!::ftruncate(fd, static_cast<off_t>(g_file_bytes.load()));
+  }
 }
 void write_all(int fd, const std::string& data) { write_all(fd, data.data(), data.size()); }
 
@@ -371,11 +425,25 @@ std::atomic<bool> g_closed{false};
 // TraceWriter::run_on_writer's hand-over: the task, and whether it has run.
 std::atomic<void (*)()> g_writer_task{nullptr};
 std::atomic<bool> g_writer_task_done{false};
+// TraceWriter::park_writer's hand-over: forks under way, and whether the writer is parked for them.
+std::atomic<int> g_park_requests{0};
+std::atomic<bool> g_writer_parked{false};
+// How long a fork waits for the writer to park (it parks within one period unless a lock the
+// forking program holds keeps it inside a flush); past that, the fork goes on as without it.
+constexpr int kParkWaitUs = 500'000;
 
 void* writer_loop(void*) {
   const timespec period{0, kWriterPeriodNs};
+  const timespec park_step{0, 20'000};
   while (!g_closed.load(std::memory_order_relaxed)) {
     nanosleep(&period, nullptr);
+    if (g_park_requests.load(std::memory_order_acquire) > 0) {
+      // Parked between two flushes: outside every lock, the allocator's included, until the forks end.
+      g_writer_parked.store(true, std::memory_order_release);
+      while (g_park_requests.load(std::memory_order_acquire) > 0) nanosleep(&park_step, nullptr);
+      g_writer_parked.store(false, std::memory_order_release);
+      continue;
+    }
     if (void (*task)() = g_writer_task.exchange(nullptr)) {
       task();
       g_writer_task_done.store(true, std::memory_order_release);
@@ -414,21 +482,38 @@ int current_tid() {
 
 constinit TraceWriter g_trace_writer;
 
-bool TraceWriter::open(const std::string& path, std::string_view first_event) {
+bool TraceWriter::open(const std::string& path, std::string_view first_event, std::string_view header_event) {
   // Never truncates: an image exec'd by a traced process has its pid, and its trace must not end that one's.
   // Readable too: a trace that fills its disk is cut back to a line boundary found by reading it.
   // Private unless KVREMAP_TRACE_MODE says otherwise: the header holds the command line and host name.
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
                   static_cast<mode_t>(options().trace_mode));
   if (fd < 0) return false;
-  g_write_failed = false;
-  g_file_bytes = 0;
   std::string head = "[\n";
   head.append(first_event);
+  head += "\n,";
+  head.append(header_event);
   head += '\n';
-  g_head_bytes = head.size();
-  write_all(fd, head);
+  // The file holds its header from its first write, or it goes: a file system too full for the header
+  // (or a file-size limit below it) leaves no file at all, never an empty one or a torn header.
+  if (write_fully(fd, head.data(), head.size()) != head.size()) {
+    const int error = errno;
+    (void)!::unlink(path.c_str());  // created here (O_EXCL): the name is this process's
+    ::close(fd);
+    errno = error;
+    return false;
+  }
+  std::string early;
+  {
+    std::lock_guard<std::mutex> e(early_lock());
+    early.swap(early_events());
+    g_keep_early = false;
+  }
   std::lock_guard<std::mutex> w(write_lock());
+  g_write_failed = false;
+  g_head_bytes = head.size();
+  g_file_bytes = head.size();
+  write_all(fd, early);  // whole lines after the header, with the same stop rule as every later write
   fd_ = fd;
   g_fd = fd;
   g_closed = false;
@@ -436,10 +521,19 @@ bool TraceWriter::open(const std::string& path, std::string_view first_event) {
   return true;
 }
 
+void TraceWriter::forget_early_events() {
+  std::lock_guard<std::mutex> e(early_lock());
+  std::string().swap(early_events());
+  g_keep_early = false;
+}
+
 void TraceWriter::set_hot_formatter(HotFormatter formatter) { g_formatter.store(formatter, std::memory_order_release); }
 
 void TraceWriter::event(std::string_view json_object, bool flush_now) {
-  if (fd_ < 0) return;
+  if (fd_ < 0) {
+    keep_early(json_object);
+    return;
+  }
   ThreadBuffer& b = thread_buffer();
   std::lock_guard<std::mutex> g(b.lock);
   b.format_records_locked();  // this thread's earlier hot events come first
@@ -502,6 +596,7 @@ void TraceWriter::close(std::string_view last_event) {
   fd_ = -1;
   g_fd = -1;
   g_closed = true;
+  g_keep_early = false;
 }
 
 bool TraceWriter::run_on_writer(void (*task)(), int timeout_ms) {
@@ -519,20 +614,34 @@ bool TraceWriter::run_on_writer(void (*task)(), int timeout_ms) {
   return !g_writer_task.compare_exchange_strong(expected, nullptr) && g_writer_task_done.load();
 }
 
+void TraceWriter::park_writer() {
+  g_park_requests.fetch_add(1, std::memory_order_acq_rel);
+  if (g_writer_pid.load() != getpid() || g_closed.load()) return;  // no writer thread to wait for
+  const timespec step{0, 20'000};
+  for (int waited = 0; waited < kParkWaitUs && !g_writer_parked.load(std::memory_order_acquire); waited += 20)
+    nanosleep(&step, nullptr);
+}
+
+void TraceWriter::unpark_writer() { g_park_requests.fetch_sub(1, std::memory_order_acq_rel); }
+
 void TraceWriter::prepare_fork() {
   thread_buffer();  // created now: creating it in the child would take the registry lock held here
   flush_all();
   registry_lock().lock();
   write_lock().lock();
+  early_lock().lock();
 }
 
 void TraceWriter::parent_after_fork() {
+  early_lock().unlock();
   write_lock().unlock();
   registry_lock().unlock();
 }
 
 void TraceWriter::child_after_fork() {
   t_tid = 0;  // the forking thread has a new id in the child
+  g_park_requests.store(0);  // the child has no writer until its trace opens (start_writer)
+  g_writer_parked.store(false);
   ThreadBuffer& own = thread_buffer();
   own.forget();
   own.tid = current_tid();
@@ -541,6 +650,9 @@ void TraceWriter::child_after_fork() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   g_fd = -1;
+  early_events().clear();  // the parent's; the child keeps its own until its trace opens
+  g_keep_early = true;
+  early_lock().unlock();
   write_lock().unlock();
   registry_lock().unlock();
 }

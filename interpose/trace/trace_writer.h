@@ -43,10 +43,16 @@ struct HotRecord {
   HotRecordKind kind() const { return static_cast<HotRecordKind>(packed >> 61 & 3); }
 };
 static_assert(sizeof(HotRecord) == 32);
-// A counter sample is a kHotCounter record followed by two slots of live bytes per category (in
-// policy::Category order), stored as the slots' bytes.
-constexpr std::size_t kCounterWords = 8;
-constexpr std::size_t kCounterSlots = 3;
+// A counter sample is a kHotCounter record followed by three slots of words, stored as the slots' bytes: live
+// bytes per category (in policy::Category order; the KV category as the device holds it), then, where kvremap
+// placed the KV cache (kCounterKvPlaced is 1), where that cache lies.
+constexpr std::size_t kCounterWords = 12;
+constexpr std::size_t kCounterSlots = 4;
+constexpr std::size_t kCounterKvReserved = 7;  // the KV cache's size as the engine sees it
+constexpr std::size_t kCounterKvDevice = 8;    // its bytes backed by device memory
+constexpr std::size_t kCounterKvScratch = 9;   // its bytes deferred onto the scratch
+constexpr std::size_t kCounterKvHost = 10;     // its bytes on host memory
+constexpr std::size_t kCounterKvPlaced = 11;
 
 namespace trace_detail {
 // A thread's pending hot records: a single-producer ring. Only the owner thread advances `head`;
@@ -95,14 +101,19 @@ inline bool is_lifetime(const HotRecord& alloc, const HotRecord& free) {
 // written with one write() each, so a process killed at any point leaves a loadable prefix.
 class TraceWriter {
  public:
-  // Creates `path`, which must not exist yet, and writes the opening bracket and the first event.
-  // False if the file cannot be created (errno EEXIST: it exists; the caller tries another name, or
-  // logs it and turns tracing off).
-  bool open(const std::string& path, std::string_view first_event);
+  // Creates `path`, which must not exist yet, and writes the opening bracket, the first event and the
+  // header event in one write, then the events kept before the file opened (see event()). False, with
+  // errno, if the file cannot be created (EEXIST: it exists; the caller tries another name, or logs it
+  // and turns tracing off) or cannot take its header whole (then no file is left).
+  bool open(const std::string& path, std::string_view first_event, std::string_view header_event);
+  // The process gives its trace up before opening one (tracing off, no file could be created): the
+  // events kept for it are dropped, and no more are kept.
+  void forget_early_events();
   bool is_open() const { return fd_ >= 0; }
 
   // Appends one event (a JSON object without separators) to the calling thread's buffer; writes
-  // the buffer out when it is large, or at once when `flush_now`.
+  // the buffer out when it is large, or at once when `flush_now`. Before the file opens (a process
+  // that has made no tracked CUDA call yet) the event is kept, and open() writes it after the header.
   void event(std::string_view json_object, bool flush_now = false);
   // Appends a hot record to the calling thread's buffer, after its earlier events. No lock, and
   // no load from the ring: the cursor in t_hot says where the record goes and whether it fits.
@@ -147,6 +158,13 @@ class TraceWriter {
   // other threads' buffers (those threads do not exist there) and starts without a file.
   void prepare_fork();
   void parent_after_fork();
+  // The first step before a fork and the last after it in the parent: the background writer waits
+  // between two flushes, so no thread but the forking one is inside the memory allocator when the
+  // address space is copied. Allocators without fork handlers (GCC 12's AddressSanitizer runtime, whose
+  // leak check at the child's exit takes every allocator lock) would otherwise leave a lock the writer
+  // held locked for ever in the child. Waits at most half a second.
+  void park_writer();
+  void unpark_writer();
   void child_after_fork();
 
  private:

@@ -54,6 +54,12 @@ void start_post_kv_peaks(int device, bool combined) {
   d.post_kv.store(true);
 }
 
+void restart_post_kv_peaks(int device) {
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  for (CategoryStats& c : d.categories) c.post_kv_peak.store(c.live.load());
+  d.post_kv_combined_peak.store(live_beside_kv(d));
+}
+
 std::uint64_t post_kv_combined_rise(int device) {
   const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
   const std::int64_t rise = d.post_kv_combined_peak.load() - d.post_kv_combined_start.load();
@@ -103,6 +109,10 @@ UpcomingQuery upcoming_memory_query(int device) {
   return q;
 }
 
+std::size_t memory_queries_made() {
+  std::lock_guard<std::mutex> g(S().lock);
+  return S().checkpoints.size();
+}
 
 std::array<CategoryWindow, policy::kCategoryCount> post_kv_windows(int device) {
   const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
@@ -111,6 +121,24 @@ std::array<CategoryWindow, policy::kCategoryCount> post_kv_windows(int device) {
     const CategoryStats& c = d.categories[i];
     out[i] = CategoryWindow{c.post_kv_start.load(), c.post_kv_peak.load(), c.live.load()};
   }
+  return out;
+}
+
+policy::DeviceAllocationCounts device_allocation_counts(int device) {
+  const DeviceStats& d = S().devices[static_cast<std::size_t>(device_index(device))];
+  policy::DeviceAllocationCounts out;
+  std::int64_t live = 0;
+  std::uint64_t allocated = 0;
+  for (std::size_t i = 0; i < kCategories; ++i) {
+    const CategoryStats& c = d.categories[i];
+    out.allocations += c.allocations.load(std::memory_order_relaxed);
+    out.frees += c.frees.load(std::memory_order_relaxed);
+    allocated += c.allocated.load(std::memory_order_relaxed);
+    live += c.live.load(std::memory_order_relaxed);
+  }
+  // Every byte allocated is live or was freed.
+  const std::uint64_t held = live > 0 ? static_cast<std::uint64_t>(live) : 0;
+  out.freed_bytes = allocated > held ? allocated - held : 0;
   return out;
 }
 

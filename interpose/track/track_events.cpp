@@ -31,9 +31,23 @@ void emit_counter_sample(int device, bool force, std::uint64_t now_ticks) {
   if (!trace().is_open()) return;
   // Records like the allocations': formatted when the buffer is written out.
   std::uint64_t live[kCounterWords] = {};
-  static_assert(kCategories <= kCounterWords);
+  static_assert(kCategories <= kCounterKvReserved);
   for (std::size_t i = 0; i < kCategories; ++i)
     live[i] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.categories[i].live.load()));
+  if (d.kv_placed.load(std::memory_order_relaxed)) {
+    // The KV category counts what the engine sees; the device holds only its part on the device, and the
+    // scratch under the deferred part. The KV counter says where all of it lies.
+    constexpr std::size_t kv = static_cast<std::size_t>(policy::Category::kv);
+    const std::uint64_t reserved = live[kv];
+    const std::uint64_t host = std::min(reserved, d.kv_on_host.load(std::memory_order_relaxed));
+    const std::uint64_t scratch = std::min(reserved - host, d.kv_on_scratch.load(std::memory_order_relaxed));
+    live[kCounterKvReserved] = reserved;
+    live[kCounterKvDevice] = reserved - host - scratch;
+    live[kCounterKvScratch] = scratch;
+    live[kCounterKvHost] = host;
+    live[kCounterKvPlaced] = 1;
+    live[kv] = reserved - host - scratch + (scratch > 0 ? d.kv_scratch.load(std::memory_order_relaxed) : 0);
+  }
   trace().hot_counter(now_ticks, device, live);
 }
 

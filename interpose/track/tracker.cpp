@@ -292,27 +292,60 @@ OwnCaptures* this_threads_captures() {
 
 int tracked_device_now() { return tracked_device(); }
 
-void reclassify(std::uint64_t ptr, bool to_kv) {
-  guarded("reclassify", [&] {
-    State& st = S();
-    const Category to = to_kv ? Category::kv : Category::other;
-    Live before;
-    if (!st.allocations.update(ptr, [&](Live& live) {
-          before = live;
-          live.category = to;
-        }))
-      return;
-    const Category from = before.category;
-    if (from == to) return;
-    account_free(st, before.device, from, before.bytes);
-    account_alloc(st, before.device, to, before.bytes);
-    trace_events::reclassified(
-        ptr, before.bytes, before.device, from, to,
-        static_cast<policy::Phase>(st.devices[static_cast<std::size_t>(before.device)].phase_now.load()));
-  });
+namespace {
+
+void reclassify_in(LiveMap& map, std::uint64_t ptr, Category to) {
+  State& st = S();
+  Live before;
+  if (!map.update(ptr, [&](Live& live) {
+        before = live;
+        live.category = to;
+      }))
+    return;
+  const Category from = before.category;
+  if (from == to) return;
+  account_free(st, before.device, from, before.bytes);
+  account_alloc(st, before.device, to, before.bytes);
+  trace_events::reclassified(
+      ptr, before.bytes, before.device, from, to,
+      static_cast<policy::Phase>(st.devices[static_cast<std::size_t>(before.device)].phase_now.load()));
 }
 
+}  // namespace
+
+void reclassify_handle(std::uint64_t handle, Category to) {
+  guarded("reclassify_handle", [&] { reclassify_in(S().handles, handle, to); });
+}
+
+void reclassify(std::uint64_t ptr, bool to_kv) {
+  guarded("reclassify", [&] { reclassify_in(S().allocations, ptr, to_kv ? Category::kv : Category::other); });
+}
+
+void set_kv_placement(int device, std::uint64_t on_scratch, std::uint64_t scratch_bytes, std::uint64_t on_host) {
+  if (device < 0 || device >= kMaxDevices) return;
+  DeviceStats& d = S().devices[static_cast<std::size_t>(device)];
+  const bool placed = d.kv_placed.exchange(true, std::memory_order_relaxed);
+  const bool changed = d.kv_on_scratch.exchange(on_scratch, std::memory_order_relaxed) != on_scratch;
+  const bool scratch_changed = d.kv_scratch.exchange(scratch_bytes, std::memory_order_relaxed) != scratch_bytes;
+  const bool host_changed = d.kv_on_host.exchange(on_host, std::memory_order_relaxed) != on_host;
+  if ((!placed || changed || scratch_changed || host_changed) && d.seen.load(std::memory_order_relaxed))
+    guarded("set_kv_placement", [&] { emit_counter(device, true); });
+}
+
+bool tracking_started() { return S().trace_opened.load(std::memory_order_acquire); }
+
 void kv_event(const std::function<void()>& write) {
+  // Outside a CUDA hook in a process that has made no tracked CUDA call (the serving port opening in
+  // vLLM's API server, which never uses CUDA): the event waits for the trace that the first such call
+  // opens (trace_writer.h), and tracking does not start here, so such a process writes no trace.
+  if (KVREMAP_UNLIKELY(!tracking_started()) && !inside_hook()) {
+    if (g_disabled.load(std::memory_order_relaxed)) return;
+    try {
+      write();
+    } catch (...) {
+    }
+    return;
+  }
   guarded("kv_event", [&] {
     write();
     emit_all_counters();

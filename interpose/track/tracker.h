@@ -11,6 +11,7 @@
 
 #include "interpose/base/hot_path.h"
 #include "policy/events.h"
+#include "policy/overflow_gate.h"
 
 namespace kvremap::interpose {
 
@@ -126,6 +127,8 @@ struct UpcomingQuery {
   bool before_kv = false;
 };
 UpcomingQuery upcoming_memory_query(int device);
+// How many memory queries (cudaMemGetInfo, cuMemGetInfo) this process has made, on every device.
+std::size_t memory_queries_made();
 // Per category (policy::Category's order), since start_post_kv_peaks: live bytes then, the peak since,
 // and live bytes now.
 struct CategoryWindow {
@@ -134,11 +137,29 @@ struct CategoryWindow {
   std::int64_t live = 0;
 };
 std::array<CategoryWindow, policy::kCategoryCount> post_kv_windows(int device);
+// Since tracking started on `device`: its successful allocations, its frees and the bytes they gave back, of
+// every category (what the serving overflow's gate compares across a refusal and its retry).
+policy::DeviceAllocationCounts device_allocation_counts(int device);
 // Moves a live allocation's bytes to another category (KV arena placements that are not KV).
 void reclassify(std::uint64_t ptr, bool to_kv);
+// Where the KV cache kvremap placed on `device` lies now, for the trace's counters (docs/trace-format.md, Counters):
+// bytes of it deferred onto the scratch, the scratch's own device memory while any is, bytes on host memory. A change
+// samples the device's counters at once.
+void set_kv_placement(int device, std::uint64_t on_scratch, std::uint64_t scratch_bytes, std::uint64_t on_host);
+// Moves a live VMM handle (cuMemCreate) to category `to`: the memory a wake re-creates for a KV tensor is KV.
+void reclassify_handle(std::uint64_t handle, policy::Category to);
+// The post-KV peaks start again from what is live now, each category's level at the window's start kept: what came
+// and went before (a sleep's and wake's memory, while the KV cache was released) is no longer in them.
+void restart_post_kv_peaks(int device);
 // A KV event: `write` writes it (a function of trace/kv_events.h); the tracker guards it as it does
-// its own events and samples every device's counters after it.
+// its own events and samples every device's counters after it. Outside a CUDA hook, before this
+// process's first tracked CUDA call, it is kept for the trace that call opens, and starts nothing.
 void kv_event(const std::function<void()>& write);
+// Whether tracking has started in this process: at its first tracked CUDA call, a call of either API
+// that kvremap hooks and accounts for (an allocation or free of any kind, a memory query, a module or
+// library load, a stream capture, a graph instantiation or launch) reaching the real library. Only
+// such a process opens a trace, installs its exit handlers and says anything at exit.
+bool tracking_started();
 int tracked_device_now();
 
 namespace tracker_detail {

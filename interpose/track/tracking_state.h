@@ -88,6 +88,12 @@ struct DeviceStats {
   std::atomic<std::int64_t> sizing_beside_kv{0};
   // State::copied_to_device at this device's previous memory query.
   std::atomic<std::uint64_t> copied_at_query{0};
+  // Where the KV cache kvremap placed lies (set_kv_placement): its bytes on the scratch, the scratch's own
+  // device memory, its bytes on host memory; kv_placed from the first placement on.
+  std::atomic<bool> kv_placed{false};
+  std::atomic<std::uint64_t> kv_on_scratch{0};
+  std::atomic<std::uint64_t> kv_scratch{0};
+  std::atomic<std::uint64_t> kv_on_host{0};
   // Phases (bit per policy::Phase) whose first out-of-memory error has been snapshotted.
   std::atomic<std::uint32_t> oom_phases{0};
 };

@@ -1,5 +1,5 @@
 // A CUDA program exercising every route to the driver; run by the integration tests with and without kvremap.
-// Usage: cuda_program routes|captures|oom|faults|fork|fork-while-kv-busy|wait|interrupt|tagged|two-devices|churn|lifetimes|
+// Usage: cuda_program routes|captures|oom|faults|fork|fork-without-cuda|fork-while-kv-busy|wait|interrupt|tagged|two-devices|churn|lifetimes|
 //        successive-threads|capture-ended-elsewhere|interleaved-captures|memory-saver|vmm-kv-handles|
 //        vmm-kv-edges|vmm-kv-host-tail
 // Prints what it did; the output must be identical with and without LD_PRELOAD=libkvremap.so.
@@ -250,6 +250,24 @@ int fork_workers() {
   }
   void* p = nullptr;
   check(cudaMalloc(&p, 6 * kMiB) == cudaSuccess, "parent allocation");
+  int status = 0;
+  waitpid(child, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited cleanly");
+  return failures;
+}
+
+// A child forked after the parent's first CUDA call that exits without one (a helper process: a
+// compiler, a tokenizer): it inherits the parent's exit handlers, and std::exit runs them.
+int fork_without_cuda() {
+  void* p = nullptr;
+  check(cudaMalloc(&p, 6 * kMiB) == cudaSuccess, "parent allocation");
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::printf("child exits without CUDA\n");
+    std::fflush(stdout);
+    std::exit(0);
+  }
   int status = 0;
   waitpid(child, &status, 0);
   check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child exited cleanly");
@@ -1261,6 +1279,7 @@ int main(int argc, char** argv) {
   if (mode == "oom") return oom();
   if (mode == "faults") return faults();
   if (mode == "fork") return fork_workers();
+  if (mode == "fork-without-cuda") return fork_without_cuda();
   if (mode == "fork-while-kv-busy") return fork_while_kv_busy();
   if (mode == "wait") return wait_forever();
   if (mode == "interrupt") return handle_interrupt();
@@ -1284,7 +1303,7 @@ int main(int argc, char** argv) {
   if (mode == "vmm-kv-host-tail") return vmm_kv_host_tail();
   std::fprintf(stderr,
                "usage: cuda_program "
-               "routes|captures|oom|faults|fork|fork-while-kv-busy|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
+               "routes|captures|oom|faults|fork|fork-without-cuda|fork-while-kv-busy|wait|interrupt|tagged|kv-copy|kv-export|activations-after-kv|malloc-"
                "zero|exit-from-worker|"
                "two-devices|churn|"
                "lifetimes|successive-threads|burst|capture-ended-elsewhere|interleaved-captures|memory-saver|"

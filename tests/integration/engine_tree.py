@@ -6,7 +6,8 @@
 # driver (ENGINE_TREE_DRIVER) and prints its process title.
 # Run as `python3 <dir>/vllm serve MODEL [flags]`; with run_name "standalone" (python3 -c "from
 # multiprocessing.spawn import spawn_main; import runpy; runpy.run_path(SCRIPT, run_name='standalone')")
-# the worker runs alone, as a multiprocessing child whose root is not its ancestor.
+# the worker runs alone, as a multiprocessing child whose root is not its ancestor. With ENGINE_TREE_FRONT
+# the root is vLLM's API server alone (front_only).
 # With ENGINE_TREE_SERVE=1 the tree also serves as vLLM's does when its engine captures no graphs although
 # its flags say graphs (vLLM sets cudagraph_mode=NONE on its own, config/compilation.py:1433-1438): the
 # worker listens on a port of its own (as torch.distributed's store does), runs a start-up kernel and
@@ -108,7 +109,32 @@ def serve_when_ready(ready, serve):
     return server
 
 
-if __name__ == "__main__":
+def front_only(then_cuda):
+    """vLLM's API server on its own (ENGINE_TREE_FRONT=listen): it listens on --port and never calls CUDA
+    (its engine runs in other processes). With ENGINE_TREE_FRONT=listen-then-cuda it then allocates once."""
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    print("engine_tree: the front process listens", flush=True)
+    if then_cuda:
+        driver = ctypes.CDLL(os.environ["ENGINE_TREE_DRIVER"])
+        check(driver.cuInit(0), "cuInit")
+        device = ctypes.c_int(0)
+        check(driver.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+        context = ctypes.c_void_p()
+        check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+        check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+        address = ctypes.c_uint64()
+        check(driver.cuMemAlloc_v2(ctypes.byref(address), ctypes.c_size_t(MiB)), "allocation")
+        print("engine_tree: the front process allocated", flush=True)
+    server.close()
+
+
+if __name__ == "__main__" and os.environ.get("ENGINE_TREE_FRONT"):
+    front_only(os.environ["ENGINE_TREE_FRONT"] == "listen-then-cuda")
+elif __name__ == "__main__":
     context = multiprocessing.get_context("spawn")
     serving = os.environ.get("ENGINE_TREE_SERVE") == "1"
     ready, serve = (context.Event(), context.Event()) if serving else (None, None)

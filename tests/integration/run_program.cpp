@@ -40,6 +40,11 @@ std::vector<std::string> child_environment(const std::vector<std::string>& env, 
     std::erase_if(environment, [](const std::string& e) { return e.starts_with("XDG_CACHE_HOME="); });
     environment.push_back("XDG_CACHE_HOME=" + make_temp_dir());
   }
+  // Likewise the state directory, where `kvremap run` keeps its runs' traces: never the user's own.
+  if (std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("XDG_STATE_HOME="); })) {
+    std::erase_if(environment, [](const std::string& e) { return e.starts_with("XDG_STATE_HOME="); });
+    environment.push_back("XDG_STATE_HOME=" + make_temp_dir());
+  }
   return environment;
 }
 
@@ -194,6 +199,18 @@ std::vector<std::string> trace_files(const std::string& dir) {
     closedir(d);
   }
   return files;
+}
+
+Preload split_preload(const std::string& preload) {
+  const auto space = preload.rfind(' ');
+  if (space == std::string::npos) return {"", preload};
+  return {preload.substr(0, space), preload.substr(space + 1)};
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace kvremap::testing

@@ -48,6 +48,15 @@ std::string link_as(const std::string& target, const std::string& name);
 // The SIMCUDA_* settings of the simulated device a vllm_like scenario describes, as the engine
 // prints them (`--print-simcuda-env`; `ranks` > 1 adds the device count of a multi-rank job).
 std::vector<std::string> scenario_simcuda_env(const std::string& vllm_like, const std::string& scenario, int ranks = 1);
+// KVREMAP_PRELOAD's parts: "libkvremap.so", or "<sanitizer runtime> libkvremap.so" in a sanitized build, where
+// the runtime has to reach every program first.
+struct Preload {
+  std::string runtime;  // empty outside sanitized builds
+  std::string library;
+};
+Preload split_preload(const std::string& preload);
+// How often `needle` occurs in `text` (occurrences may overlap).
+std::size_t count_of(const std::string& text, const std::string& needle);
 // Every file in `dir` whose name matches kvremap-*.json.
 std::vector<std::string> trace_files(const std::string& dir);
 

@@ -54,6 +54,14 @@ std::string without_timings(const std::string& text) {
   return std::regex_replace(text, timings, "<time>");
 }
 
+// Standard error without the engine root's start-up line ("kvremap 0.1.0 loaded into vllm …"), which
+// says kvremap is there; `had` tells whether it was the first line.
+std::string without_start_up_line(const std::string& err, bool* had) {
+  static const std::regex start_up(R"(^kvremap [0-9.]+ loaded into vllm \(pid [0-9]+\): [^\n]*\n)");
+  *had = std::regex_search(err, start_up);
+  return std::regex_replace(err, start_up, "", std::regex_constants::format_first_only);
+}
+
 }  // namespace
 
 TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
@@ -66,7 +74,10 @@ TEST(EngineTrace, ObserveModeLeavesTheSeedOutcomesAsTheyAre) {
     EXPECT_EQ(plain.exit_code, std::string(u) == "0.8" ? 0 : 5) << plain.out;
     EXPECT_EQ(traced.exit_code, plain.exit_code) << u;
     EXPECT_EQ(without_timings(traced.out), without_timings(plain.out)) << u;
-    EXPECT_EQ(without_timings(traced.err), without_timings(plain.err)) << u << " (the OOM report)";
+    bool announced = false;
+    EXPECT_EQ(without_timings(without_start_up_line(traced.err, &announced)), without_timings(plain.err))
+        << u << " (the OOM report)";
+    EXPECT_TRUE(announced) << traced.err;
   }
 }
 
@@ -242,7 +253,10 @@ TEST(EngineTrace, DeficitFailStopsWithWhatToChange) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_GT(started_kv_gib(again.out), 0.0) << again.out;
   EXPECT_NE(again.out.find("KV verified"), std::string::npos) << again.out;
-  EXPECT_NE(again.err.find("sizing this start from profile "), std::string::npos) << again.err;
+  // Sized from the profile: the commit line says where its KV cache went; how it was sized is an info line.
+  EXPECT_NE(again.err.find("device 0: KV cache committed: "), std::string::npos) << again.err;
+  EXPECT_EQ(again.err.find("sizing this start from profile "), std::string::npos) << again.err;
+  EXPECT_EQ(again.err.find("was sized from profile"), std::string::npos) << "it reached its commit: " << again.err;
 }
 
 // A KV connector on vLLM's command line (here LMCache's multi-process adapter, which registers every KV
@@ -282,6 +296,47 @@ TEST(EngineTrace, AKvConnectorKeepsTheKvCacheOutOfTheArena) {
   for (const auto& e : kvremap::trace::read_trace(files[0]).other_events)
     if (e.cat == "kv") kv_events.push_back(e.name);
   EXPECT_EQ(kv_events, std::vector<std::string>{"kv nothing deferred"});
+}
+
+// Perfetto draws the `device 0 bytes` counter as what the device holds: at 0.95 the seed's deferred KV cache at its
+// size beside autotuning's peak is more than the device, so a counter that counted it so went past the device's total. The
+// `device 0 kv bytes` counter says where that cache lies: all of it on the scratch while deferred, then the device
+// and a host tail after the commit.
+TEST(EngineTrace, TheCountersShowWhatTheDeviceHoldsAndWhereTheKvCacheLies) {
+  const std::string dir = make_temp_dir();
+  const RunResult r = run_engine("0.95", {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir, "KVREMAP_MODE=defer"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  kvremap::trace::ReadOptions every;
+  every.keep_every_counter_sample = true;
+  const auto trace = kvremap::trace::read_trace(files[0], every);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  const std::uint64_t total = trace.device_total_bytes.at(0);
+  ASSERT_FALSE(trace.counters.empty());
+  for (const auto& c : trace.counters) {
+    std::uint64_t held = 0;
+    for (const auto& [category, bytes] : c.bytes_by_category) held += bytes;
+    EXPECT_LE(held, total) << "the device's counter at " << c.event.ts_us << " us holds more than the device";
+  }
+  ASSERT_FALSE(trace.kv_counters.empty());
+  const auto committed_at = std::find_if(trace.other_events.begin(), trace.other_events.end(),
+                                         [](const auto& e) { return e.name == "kv committed"; });
+  ASSERT_NE(committed_at, trace.other_events.end());
+  const auto* committed = &*committed_at;
+  const std::uint64_t host_bytes = committed->args.at("host_bytes").get<std::uint64_t>();
+  ASSERT_GT(host_bytes, 0u) << "0.95 leaves a host tail on the seed device";
+  std::size_t deferred = 0, after_commit = 0;
+  for (const auto& k : trace.kv_counters) {
+    const auto& p = k.bytes_by_category;
+    EXPECT_EQ(p.at("device") + p.at("scratch") + p.at("host"), p.at("reserved")) << k.event.ts_us;
+    if (p.at("reserved") > 0 && p.at("scratch") == p.at("reserved")) ++deferred;  // all of it on the scratch
+    if (k.event.ts_us >= committed->event.ts_us && p.at("host") == host_bytes &&
+        p.at("device") == p.at("reserved") - host_bytes)
+      ++after_commit;
+  }
+  EXPECT_GT(deferred, 0u) << "a sample while the KV cache was deferred";
+  EXPECT_GT(after_commit, 0u) << "a sample after the commit with its host tail";
 }
 
 // Stock sizing at 0.95 runs out of memory in post-KV autotuning. The trace holds one snapshot per

@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "policy/engine_root.h"
+#include "policy/tree_notice.h"
+#include "policy/options.h"
 #include "run_program.h"
 #include "tools/trace/trace_reader.h"
 
+using kvremap::testing::count_of;
 using kvremap::testing::link_as;
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -33,6 +36,9 @@ struct TreeRun {
   std::vector<Deferred> deferred;    // one per trace that deferred KV
   std::vector<std::string> triggers;  // each "kv committed" event's trigger
   std::vector<std::string> serving;   // each "kv serving port open" event's `where`
+  std::vector<std::string> files;     // the trace files
+  std::vector<std::string> problems;  // what validate said of each
+  std::size_t option_errors = 0;      // "option error" events, over all traces
 };
 
 // How the tree runs under kvremap: LD_PRELOAD set by hand, or `kvremap run` in front of its command.
@@ -46,7 +52,9 @@ TreeRun run_tree(const std::vector<std::string>& argv, const std::vector<std::st
                                   "SIMCUDA_DEVICE_MEMORY=4GiB", "SIMCUDA_CONTEXT_BYTES=0", "KVREMAP_MODE=defer"};
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   // A root handed down to the test itself is not the tree's.
-  std::vector<std::string> unset = {std::string(kvremap::policy::kEngineRootVariable)};
+  std::vector<std::string> unset = {std::string(kvremap::policy::kEngineRootVariable),
+                                    std::string(kvremap::policy::kOptionErrorsShownVariable),
+                                    std::string(kvremap::policy::kStartLineShownVariable)};
   std::vector<std::string> command;
   if (under == Under::preload) {
     env.insert(env.end(), {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_TRACE_DIR=" + dir});
@@ -57,14 +65,19 @@ TreeRun run_tree(const std::vector<std::string>& argv, const std::vector<std::st
   command.insert(command.end(), argv.begin(), argv.end());
   TreeRun t;
   t.run = run_program(command, env, unset, 120);
-  for (const std::string& file : trace_files(dir)) {
-    for (const auto& e : kvremap::trace::read_trace(file).other_events)
+  t.files = trace_files(dir);
+  for (const std::string& file : t.files) {
+    const kvremap::trace::Trace trace = kvremap::trace::read_trace(file);
+    for (const std::string& p : kvremap::trace::validate(trace)) t.problems.push_back(file + ": " + p);
+    for (const auto& e : trace.other_events)
       if (e.name == "kv deferred")
         t.deferred.push_back({e.args.at("engine").get<std::string>(), e.args.at("graphs_expected").get<bool>()});
       else if (e.name == "kv committed")
         t.triggers.push_back(e.args.at("trigger").get<std::string>());
       else if (e.name == "kv serving port open")
         t.serving.push_back(e.args.at("where").get<std::string>());
+      else if (e.name == "option error")
+        ++t.option_errors;
   }
   return t;
 }
@@ -185,9 +198,74 @@ TEST(EngineTree, TheServingPortOpeningCommitsEveryProcessBeforeItServes) {
   EXPECT_NE(t.run.out.find("engine_tree: worker ran its first serving kernel"), std::string::npos) << t.run.out;
   ASSERT_EQ(t.deferred.size(), 1u) << t.run.err;
   EXPECT_TRUE(t.deferred[0].graphs_expected) << "the flags said graphs";
-  EXPECT_EQ(t.serving, std::vector<std::string>{"port " + port}) << "only the root's --port, once";
+  // The root heard its own port open once, and only it; it never calls CUDA, so it writes no trace.
+  const std::string heard = "the engine's server listens on its port " + port + ":";
+  EXPECT_NE(t.run.err.find(heard), std::string::npos) << t.run.err;
+  EXPECT_EQ(t.run.err.find(heard), t.run.err.rfind(heard)) << t.run.err;
+  EXPECT_TRUE(t.serving.empty()) << "a trace of a process that never called CUDA";
+  EXPECT_EQ(t.files.size(), 1u) << "the worker's only";
   EXPECT_EQ(t.triggers, std::vector<std::string>{"kernel launch after the serving port opened"})
       << "not the start-up kernel beside the worker's own listening socket: " << t.run.err;
+}
+
+// vLLM's API server is a process of its own that never calls CUDA (its engine core and workers do) and
+// listens on the serving port: it writes no trace and says nothing, at exit least of all ("deferred
+// nothing" would be a wrong cause: nothing was to be deferred there). A front process that does call CUDA
+// after listening writes a trace, which holds the port's opening from before that call, and its "deferred
+// nothing" line names the true cause at info level: it made no memory query.
+TEST(EngineTree, AnApiServerThatNeverCallsCudaWritesNoTraceAndSaysNothing) {
+  const std::string vllm = link_as(ENGINE_TREE, "vllm");
+  const std::string port = free_port();
+  const std::vector<std::string> argv = {"/usr/bin/python3", vllm, "serve", "org/model-a", "--port", port};
+  const TreeRun front = run_tree(argv, {"ENGINE_TREE_FRONT=listen"});
+  ASSERT_EQ(front.run.exit_code, 0) << front.run.out << front.run.err;
+  EXPECT_NE(front.run.out.find("engine_tree: the front process listens"), std::string::npos) << front.run.out;
+  EXPECT_EQ(front.files, std::vector<std::string>{});
+  // Only the root's start-up line, once: the engine's root says kvremap is there.
+  EXPECT_TRUE(front.run.err.starts_with("kvremap " KVREMAP_VERSION " loaded into vllm (pid ")) << front.run.err;
+  EXPECT_EQ(count_of(front.run.err, "\n"), 1u) << front.run.err;
+  const TreeRun quiet = run_tree(argv, {"ENGINE_TREE_FRONT=listen", "KVREMAP_LOG_LEVEL=error"});
+  ASSERT_EQ(quiet.run.exit_code, 0) << quiet.run.out << quiet.run.err;
+  EXPECT_EQ(quiet.run.err, "") << "KVREMAP_LOG_LEVEL=error silences the start-up line";
+
+  const TreeRun used = run_tree(argv, {"ENGINE_TREE_FRONT=listen-then-cuda", "KVREMAP_LOG_LEVEL=info"});
+  ASSERT_EQ(used.run.exit_code, 0) << used.run.out << used.run.err;
+  EXPECT_NE(used.run.out.find("engine_tree: the front process allocated"), std::string::npos) << used.run.out;
+  EXPECT_EQ(used.files.size(), 1u);
+  EXPECT_EQ(used.problems, std::vector<std::string>{});
+  EXPECT_EQ(used.serving, std::vector<std::string>{"port " + port}) << "the opening before the first CUDA call";
+  EXPECT_NE(used.run.err.find("info: KVREMAP_MODE=defer deferred nothing: this process made no memory query"),
+            std::string::npos)
+      << used.run.err;
+  EXPECT_EQ(used.run.err.find("warning"), std::string::npos) << used.run.err;
+}
+
+// `timeout 60 nice -n 19 vllm serve` with an invalid option: the wrappers, the engine and every process it
+// spawns load kvremap and read the same value; the line is printed once, by the first of them, and each
+// process still falls back on its own (its trace records the error). A value of the hand-down variable that
+// names no ancestor (exported to a shell, say) silences nothing.
+TEST(EngineTree, AnOptionErrorIsPrintedOncePerTree) {
+  const std::string vllm = link_as(ENGINE_TREE, "vllm");
+  const std::vector<std::string> argv = {"/usr/bin/timeout", "60", "/usr/bin/nice", "-n", "19", "/usr/bin/python3",
+                                         vllm, "serve", "org/model-a", "--enforce-eager"};
+  const std::string line = "kvremap: KVREMAP_STRICT='2' is invalid";
+  const TreeRun t = run_tree(argv, {"KVREMAP_STRICT=2"});
+  ASSERT_EQ(t.run.exit_code, 0) << t.run.out << t.run.err;
+  EXPECT_EQ(count_of(t.run.err, line), 1u) << t.run.err;
+  EXPECT_EQ(count_of(t.run.err, " loaded into vllm (pid "), 1u) << "the start-up line, by the engine's root alone: "
+                                                                  << t.run.err;
+  ASSERT_EQ(t.files.size(), 1u) << "the worker, the one process that calls CUDA, traces";
+  EXPECT_EQ(t.option_errors, t.files.size()) << "every traced process records the error";
+  EXPECT_EQ(t.deferred.size(), 1u) << "the tree defers as it would with the option unset";
+
+  const auto problems = kvremap::policy::parse_options({{"KVREMAP_STRICT", "2"}}).problems;
+  ASSERT_EQ(problems.size(), 1u);
+  const std::string stale = std::string(kvremap::policy::kOptionErrorsShownVariable) + "=" +
+                            kvremap::policy::encode_tree_notice(
+                                {{1, 1}, kvremap::policy::lines_hash(std::vector<std::string>{problems.front().message})});
+  const TreeRun exported = run_tree(argv, {"KVREMAP_STRICT=2", stale});
+  ASSERT_EQ(exported.run.exit_code, 0) << exported.run.out << exported.run.err;
+  EXPECT_EQ(count_of(exported.run.err, line), 1u) << exported.run.err;
 }
 
 // `vllm serve --distributed-executor-backend ray` starting its Ray cluster itself: the worker is exec'd by a
@@ -212,7 +290,7 @@ TEST(RayTree, AWorkerExecdBelowVllmReadsVllmsLineAndHearsItsPortOpen) {
     ASSERT_EQ(t.deferred.size(), 1u) << t.run.err;
     EXPECT_EQ(t.deferred[0].engine, "vllm");
     EXPECT_EQ(t.deferred[0].graphs_expected, !eager);
-    EXPECT_EQ(t.serving, std::vector<std::string>{"port " + port});
+    EXPECT_TRUE(t.serving.empty()) << "the root never calls CUDA: it writes no trace";
     EXPECT_EQ(t.triggers, std::vector<std::string>{eager ? "kernel launch, no captures expected"
                                                          : "kernel launch after the serving port opened"})
         << t.run.err;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "run_program.h"
+#include "tools/trace/trace_reader.h"
 
 using kvremap::testing::make_temp_dir;
 using kvremap::testing::run_program;
@@ -176,4 +177,60 @@ TEST(Hardening, SettingsThatGiveUpTheGainSaySoOnce) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(count(r.err, line), 1u) << r.err;
   }
+}
+
+namespace {
+
+// `churn` under kvremap with trace_disk_fills.cpp preloaded after it: the trace file's room ends halfway
+// through its first write of at least 8 KiB (a batch of whole lines, as the background writer writes
+// them), the write is short, and the next is refused (`mode`: ENOSPC, or EFBIG under the file-size limit
+// the room becomes). The trace must keep every whole line that reached the file, less only the fewest
+// lines off its end that make room for the "trace stopped" event, which ends it.
+void check_room_kept(const std::string& mode, const std::string& error) {
+  std::string dir;
+  const std::string copy = make_temp_dir() + "/reached";
+  const RunResult r = run_kvremap({CUDA_PROGRAM, "churn"},
+                                  {"LD_PRELOAD=" KVREMAP_PRELOAD ":" TRACE_DISK_FILLS, "TRACE_DISK_FILLS_AT=8192",
+                                   "TRACE_DISK_FILLS_MODE=" + mode, "TRACE_DISK_FILLS_COPY=" + copy,
+                                   "KVREMAP_MODE=observe"},
+                                  &dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "trace file: " + error + "; tracing stops here"), 1u) << r.err;
+  const auto files = trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  const std::string reached = read_file(copy);
+  ASSERT_GT(reached.size(), 8192u / 2) << "the file's room never ended: no write of 8 KiB";
+  const std::string file = read_file(files[0]);
+  // The stop line, and what precedes it.
+  ASSERT_FALSE(file.empty());
+  ASSERT_EQ(file.back(), '\n') << "the file ends with a whole line";
+  const std::size_t stop_at = file.rfind('\n', file.size() - 2) + 1;
+  const std::string stop = file.substr(stop_at);
+  const std::string kept = file.substr(0, stop_at);
+  EXPECT_NE(stop.find("\"name\":\"trace stopped\""), std::string::npos) << stop;
+  EXPECT_NE(stop.find("\"error\":\"" + error + "\""), std::string::npos) << stop;
+  EXPECT_LE(file.size(), reached.size()) << "the file outgrew its room";
+  ASSERT_LE(kept.size(), reached.size());
+  EXPECT_EQ(reached.compare(0, kept.size(), kept), 0) << "the trace is not what reached the file";
+  // The line after the kept ones, whole in what reached the file, would not have left room for the stop line.
+  const std::size_t next_end = reached.find('\n', kept.size());
+  const bool another_whole_line = next_end != std::string::npos;
+  EXPECT_TRUE(!another_whole_line || next_end + 1 + stop.size() > reached.size())
+      << "a whole line that reached the file was cut: " << kept.size() << " of " << reached.size()
+      << " bytes kept, the next line ends at " << next_end + 1 << ", the stop line is " << stop.size();
+  const auto trace = kvremap::trace::read_trace(files[0]);
+  EXPECT_EQ(kvremap::trace::validate(trace), std::vector<std::string>{});
+  EXPECT_EQ(trace.stopped, error);
+  EXPECT_FALSE(trace.truncated);
+}
+
+}  // namespace
+
+// A full disk halfway through a batch: the lines of the batch that reached the file stay (they were cut
+// back to the batch's start), and the file ends with why it stopped.
+TEST(Hardening, AShortWriteOnAFullDiskKeepsTheLinesThatReachedTheFile) { check_room_kept("enospc", "No space left on device"); }
+
+// The same under a file-size limit the batch crosses: the kernel writes up to the limit, then refuses.
+TEST(Hardening, AFileSizeLimitKeepsEveryWholeLineThatFittedAndSaysWhyItStopped) {
+  check_room_kept("fsize", "File too large");
 }

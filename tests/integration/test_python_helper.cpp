@@ -54,3 +54,38 @@ TEST(PythonHelper, WithoutTheLibraryEveryCallIsANoOpThatSaysSo) {
   EXPECT_NE(r.out.find("python_helper: commit False\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(kUnknownTag), std::string::npos) << "a typo is caught without the library too";
 }
+
+// The wheel (python/CMakeLists.txt) in a fresh virtual environment, where vLLM and SGLang live: pip installs it
+// offline, the environment's interpreter imports it from its own site-packages, and `python -m kvremap` says
+// whether the library is loaded.
+TEST(PythonHelper, TheWheelInstallsIntoAFreshVirtualEnvironmentAndImportsThere) {
+  const std::string venv = make_temp_dir() + "/venv";
+  const std::vector<std::string> unset = {"LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "PIP_INDEX_URL"};
+  const RunResult made = run_program({"/usr/bin/python3", "-m", "venv", venv}, {}, unset, 120);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const RunResult installed =
+      run_program({venv + "/bin/python", "-m", "pip", "install", "--no-index", "--no-deps", "--quiet", KVREMAP_WHEEL},
+                  {"PIP_DISABLE_PIP_VERSION_CHECK=1"}, unset, 120);
+  ASSERT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+
+  const RunResult imported =
+      run_program({venv + "/bin/python", "-c", "import kvremap; print(kvremap.__file__); print(kvremap.available())"},
+                  {}, unset, 60);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_EQ(imported.out.rfind(venv + "/lib/python3", 0), 0u) << "imported from the environment: " << imported.out;
+  EXPECT_NE(imported.out.find("/site-packages/kvremap/__init__.py\nFalse\n"), std::string::npos) << imported.out;
+
+  const RunResult absent = run_program({venv + "/bin/python", "-m", "kvremap"}, {}, unset, 60);
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_EQ(absent.out.rfind("kvremap is not loaded in this process: run the program under `kvremap run -- COMMAND`", 0),
+            0u)
+      << absent.out;
+
+  const RunResult loaded = run_program({venv + "/bin/python", "-m", "kvremap"},
+                                       {"LD_PRELOAD=" KVREMAP_PRELOAD, "KVREMAP_MODE=observe", "KVREMAP_TRACE=0"},
+                                       {"PYTHONPATH", "PYTHONHOME"}, 60);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.out << loaded.err;
+  EXPECT_NE(loaded.out.find(" is loaded in this process ("), std::string::npos) << loaded.out;
+  EXPECT_NE(loaded.out.find("libkvremap.so"), std::string::npos) << loaded.out;
+  EXPECT_NE(loaded.out.find("  KVREMAP_MODE='observe'\n"), std::string::npos) << loaded.out;
+}

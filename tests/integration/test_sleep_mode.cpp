@@ -1,7 +1,11 @@
 // vLLM sleep mode (CuMemAllocator's VMM KV cache) on the simulator: stock, under kvremap, verl's order, learned sizing.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +139,97 @@ TEST(SleepMode, TheSecondStartIsSizedFromTheProfile) {
   expect_every_check_passed(second);
   EXPECT_NE(second.event("kv sizing adjusted"), nullptr) << "no \"kv sizing adjusted\" event\n" << second.output();
   EXPECT_NE(kv_bytes(second), kv_bytes(first)) << second.output();
+}
+
+// The profile files a start wrote into `dir`, parsed.
+std::vector<nlohmann::json> profiles_in(const std::string& dir) {
+  std::vector<nlohmann::json> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json") out.push_back(nlohmann::json::parse(std::ifstream(entry.path())));
+  return out;
+}
+
+// Sleep and wake teach the profile nothing false: the memory a wake re-creates for the KV cache (cumem.py wake_up:
+// new memory of each tensor's size at its address) is KV, the weights it re-creates were freed by the sleep, and
+// what comes and goes while the KV cache sleeps never competed with it. So the start after a slept-and-woken one
+// keeps its KV cache, for a sleep after the commit and before it, level 1 (weights offloaded) and level 2
+// (weights discarded, loaded again between the weights' wake and the KV cache's).
+TEST(SleepMode, TheStartAfterASleptAndWokenStartKeepsItsKvCache) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> flags;
+  };
+  const std::vector<Case> cases = {
+      {"sleep after the commit, level 1", {"--sleep-level", "1"}},
+      {"sleep after the commit, level 2", {"--sleep-level", "2"}},
+      {"sleep before the commit, level 1", {"--sleep-before-launch", "--sleep-level", "1"}},
+      {"sleep before the commit, level 2", {"--sleep-before-launch", "--sleep-level", "2"}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> args = {"--share", "0.95", "--layers", std::to_string(kLayers)};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const std::string profiles = make_temp_dir();
+    const Start first = start(args, true, profiles);
+    expect_every_check_passed(first);
+    const bool after_commit = first.event("kv committed") != nullptr;
+    EXPECT_EQ(after_commit, c.flags.front() != "--sleep-before-launch") << first.output();
+    if (after_commit) {
+      // What serving needed beside the KV cache: nothing the wake mapped again (no serving allocation at all here).
+      const std::vector<nlohmann::json> written = profiles_in(profiles);
+      ASSERT_EQ(written.size(), 1u) << first.output();
+      const nlohmann::json& peak = written.front().at("serving_peak_bytes");
+      ASSERT_TRUE(peak.is_number_unsigned()) << written.front().dump();
+      EXPECT_LT(peak.get<std::uint64_t>(), kv_bytes(first) / kLayers) << written.front().dump() << first.output();
+    }
+    const Start second = start(args, true, profiles);
+    expect_every_check_passed(second);
+    ASSERT_GT(kv_bytes(first), 0u) << first.output();
+    EXPECT_GE(kv_bytes(second) * 100, kv_bytes(first) * 99)
+        << "first start's KV " << kv_bytes(first) << " bytes, the second's " << kv_bytes(second) << "\n"
+        << second.output();
+  }
+}
+
+// Headroom counts what is live once. An engine named only by KVREMAP_ENGINE=vllm (no command line to read a
+// serving port from), its KV cache through CuMemAllocator, whose compile warm-up launches attention on the KV
+// cache before autotuning: the commit comes at that launch, with the warm-up's 2.5 GiB of activations live. They
+// are allocated already, so they count toward the 2.5 GiB headroom (the profiled peak) rather than beside it;
+// stock vLLM at 0.8 holds all its KV on the device, and so does this start, whose autotuning then fits.
+TEST(SleepMode, AnEarlyCommitCountsWhatTheWarmUpHoldsTowardTheHeadroom) {
+  const std::vector<std::string> args = {"--share",          "0.8",  "--layers",           std::to_string(kLayers),
+                                         "--activation-mib", "1280", "--warm-up-attention"};
+  const Start stock = start(args, false);
+  expect_every_check_passed(stock);
+  const Start s = start(args, true);
+  expect_every_check_passed(s);
+  EXPECT_EQ(kv_bytes(s), kv_bytes(stock)) << s.output();
+  const auto* committed = s.event("kv committed");
+  ASSERT_NE(committed, nullptr) << s.output();
+  EXPECT_EQ(committed->args.at("trigger").get<std::string>(),
+            "kernel launch reaching KV before any capture, no serving port")
+      << s.output();
+  EXPECT_EQ(committed->args.at("host_bytes").get<std::uint64_t>(), 0u) << s.output();
+  const auto* plan = s.event("kv commit plan");
+  ASSERT_NE(plan, nullptr) << s.output();
+  EXPECT_NE(plan->args.at("headroom_source").get<std::string>().find("less what start-up work held"), std::string::npos)
+      << s.output();
+  EXPECT_EQ(s.event("kv serving overflow"), nullptr) << s.output();
+}
+
+// Start-up work is never given host memory, whatever committed early: after the same early commit, an autotuning
+// workspace the device refuses (4 GiB, with 3.2 GiB free beside the KV cache) gets the device's out-of-memory
+// error, as stock vLLM does, rather than host memory from kvremap's serving overflow.
+TEST(SleepMode, AutotuningAfterAnEarlyCommitGetsTheDevicesOutOfMemoryAsStockDoes) {
+  const std::vector<std::string> args = {
+      "--share",        "0.8", "--layers", std::to_string(kLayers), "--activation-mib", "1280", "--warm-up-attention",
+      "--autotune-mib", "4096"};
+  const Start stock = start(args, false);
+  EXPECT_EQ(stock.run.exit_code, 5) << stock.output();
+  const Start s = start(args, true);
+  EXPECT_EQ(s.run.exit_code, 5) << s.output();
+  EXPECT_NE(s.run.out.find("out of memory in autotuning"), std::string::npos) << s.output();
+  EXPECT_NE(s.event("kv committed"), nullptr) << s.output();
+  EXPECT_EQ(s.event("kv serving overflow"), nullptr) << s.output();
 }
 
 }  // namespace

@@ -403,6 +403,28 @@ TEST(TraceTools, ThePlotLoadsInHeadlessChromiumWithTheReportsFigures) {
   EXPECT_NE(dom.out.find("ready: 2 panels, 2 processes"), std::string::npos) << "the page's script did not run";
   EXPECT_EQ(dom.err.find("CONSOLE("), std::string::npos) << "console messages:\n" << dom.err;
   EXPECT_EQ(dom.err.find("Uncaught"), std::string::npos) << dom.err;
+  // The picture's elements are in the page: the KV cache's band, the capacity line, the round ticks.
+  EXPECT_NE(dom.out.find("<g class=\"area\" data-series=\"kv_device\">"), std::string::npos);
+  EXPECT_NE(dom.out.find("<g class=\"capacity\""), std::string::npos);
+  EXPECT_NE(dom.out.find(">0</text>"), std::string::npos) << "the byte axis starts at a round 0";
+
+  // The same starts as an SVG: well-formed XML, and no label's box overlaps another's in a panel.
+  const std::string svg = dir + "/plot.svg";
+  ASSERT_EQ(cli({"plot", s.traces[0], s.traces[1], "-o", svg}).exit_code, 0);
+  std::ofstream(dir + "/labels.py")
+      << "import sys, xml.etree.ElementTree as E\n"
+         "ns = '{http://www.w3.org/2000/svg}'\n"
+         "panels = [g for g in E.parse(sys.argv[1]).getroot().iter(ns + 'g') if g.get('class') == 'panel']\n"
+         "assert len(panels) == 2, len(panels)\n"
+         "for p in panels:\n"
+         "  boxes = [(t.text, [float(v) for v in t.get('data-box').split()]) for t in p.iter(ns + 'text')]\n"
+         "  assert len(boxes) > 10, len(boxes)\n"
+         "  for i, (a, (ax, ay, aw, ah)) in enumerate(boxes):\n"
+         "    for b, (bx, by, bw, bh) in boxes[i + 1:]:\n"
+         "      assert not (ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah), (a, b)\n"
+         "print('labels clear')\n";
+  const RunResult labels = run_program({"/usr/bin/python3", dir + "/labels.py", svg}, {});
+  EXPECT_EQ(labels.exit_code, 0) << labels.out << labels.err;
 
   // The figures embedded in the page are report --json's, and the visible table shows its peaks.
   const json embedded = json::parse(script_text(dom.out, "kvremap-figures"));
@@ -592,6 +614,119 @@ TEST(TraceTools, MergeTakesWhatValidateAcceptsAndNamesTheFieldOfWhatItRefuses) {
   EXPECT_FALSE(fs::exists(merged));
 }
 
+// One reading of a trace: report, plot, diff, merge and what-if take nothing from a trace validate
+// refuses; each refuses it with validate's own line and exit status 1, and writes no output file.
+// The bad values are on allocation lines in the writer's shape, and an unknown category on a line
+// the hot-line scanner reads; the same line with a good value reads.
+TEST(TraceTools, EveryReaderRefusesWhatValidateRefusesWithValidatesLine) {
+  const auto alloc = [](const std::string& bytes, const std::string& category) {
+    return R"(,{"ph":"i","cat":"alloc","name":"alloc","pid":4242,"tid":4242,"ts":1500,"s":"t","args":{"api":"cudaMalloc",)"
+           R"("ptr":"0x7f0000a00000","bytes":)" + bytes + R"(,"device":0,"category":")" + category +
+           R"(","phase":"loading"}})";
+  };
+  const std::string good = data_trace("complete.json");
+  for (const auto& [bytes, category] :
+       std::vector<std::pair<std::string, std::string>>{{"-1", "other"},
+                                                        {"0.5", "other"},
+                                                        {"1e308", "other"},
+                                                        {"18446744073709551616", "other"},
+                                                        {"4096", "weights"}}) {
+    SCOPED_TRACE(bytes + " " + category);
+    const std::string input = trace_with_event(alloc(bytes, category));
+    const RunResult v = cli({"validate", input});
+    EXPECT_EQ(v.exit_code, 1) << v.out << v.err;
+    const std::string line = v.out.substr(0, v.out.find('\n'));
+    EXPECT_NE(line.find(input + ": event 2: alloc: args."), std::string::npos) << v.out;
+    const std::string dir = make_temp_dir();
+    const std::vector<std::vector<std::string>> readers = {
+        {"report", input},
+        {"report", "--json", input},
+        {"plot", input, "-o", dir + "/p.html"},
+        {"diff", input, good},
+        {"diff", good, input},
+        {"merge", good, input, "-o", dir + "/m.json"},
+        {"what-if", input, "--gpu-memory-utilization", "0.9"}};
+    for (const std::vector<std::string>& args : readers) {
+      const RunResult r = cli(args);
+      EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.out << r.err;
+      EXPECT_EQ(r.err, "kvremap " + args[0] + ": " + line + "\n") << args[0];
+      if (args[0] != "report") {
+        EXPECT_EQ(r.out, "") << args[0] << ": no figures from a refused trace";
+      } else if (args[1] == "--json") {
+        EXPECT_EQ(r.out, "[]\n");
+      } else {
+        EXPECT_EQ(r.out, "");
+      }
+    }
+    EXPECT_FALSE(fs::exists(dir + "/p.html"));
+    EXPECT_FALSE(fs::exists(dir + "/m.json"));
+  }
+  // The same allocation with a good size: every reader reads it.
+  const std::string input = trace_with_event(alloc("4096", "other"));
+  ASSERT_EQ(cli({"validate", input}).exit_code, 0);
+  const std::string dir = make_temp_dir();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"report", input}, std::vector<std::string>{"report", "--json", input},
+        std::vector<std::string>{"plot", input, "-o", dir + "/p.html"}, std::vector<std::string>{"diff", input, good},
+        std::vector<std::string>{"merge", good, input, "-o", dir + "/m.json"}}) {
+    const RunResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err, "") << args[0];
+  }
+  // what-if reads it too, and then says what the trace lacks for its question.
+  const RunResult w = cli({"what-if", input, "--gpu-memory-utilization", "0.9"});
+  EXPECT_EQ(w.exit_code, 1);
+  EXPECT_NE(w.err.find("no \"kv commit plan\" in the trace"), std::string::npos) << w.err;
+}
+
+// A trace whose file could not grow ends with the writer's "trace stopped" event: validate accepts
+// it and says where and why it stopped, report shows the same (text and JSON); a file with only its
+// header is a valid empty trace.
+TEST(TraceTools, ATraceThatStoppedEarlySaysWhereAndWhyAndAHeaderOnlyTraceIsEmpty) {
+  std::istringstream in(slurp(data_trace("complete.json")));
+  std::string head, text;
+  for (int n = 1; n <= 8 && std::getline(in, text); ++n) head += text + "\n";
+  const std::string dir = make_temp_dir();
+  const std::string stopped = dir + "/kvremap-h-4242.json";
+  std::ofstream(stopped) << head
+                         << R"(,{"ph":"i","cat":"kvremap","name":"trace stopped","pid":4242,"tid":0,"ts":2500123.250,)"
+                            R"("s":"p","args":{"error":"No space left on device"}})"
+                         << "\n";
+  const RunResult v = cli({"validate", stopped});
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_EQ(v.out, stopped +
+                       ": ok, 8 events, stopped early at 2.500 s: No space left on device (the trace file could "
+                       "not grow)\n");
+  const RunResult r = cli({"report", stopped});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ended     early, stopped at 2.500 s: No space left on device (the trace file could not grow)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("note: trace stopped at 2.500 s: No space left on device (the trace file could not grow)\n"),
+            std::string::npos)
+      << r.out;
+  const RunResult j = cli({"report", "--json", stopped});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const json ended = json::parse(j.out).at(0).at("ended");
+  EXPECT_EQ(ended.at("stopped").at("error"), "No space left on device");
+  EXPECT_EQ(ended.at("stopped").at("at_us"), 2500123.25);
+  EXPECT_TRUE(json::parse(cli({"report", "--json", data_trace("complete.json")}).out).at(0).at("ended").at("stopped").is_null());
+
+  std::istringstream again(slurp(data_trace("complete.json")));
+  std::string header;
+  for (int n = 1; n <= 3 && std::getline(again, text); ++n) header += text + "\n";
+  const std::string empty = dir + "/kvremap-h-4243.json";
+  std::ofstream(empty) << header;
+  const RunResult e = cli({"validate", empty});
+  EXPECT_EQ(e.exit_code, 0) << e.out << e.err;
+  EXPECT_EQ(e.out, empty + ": ok, 2 events (the header only), no closing ']' (process did not exit cleanly)\n");
+  const RunResult er = cli({"report", empty});
+  EXPECT_EQ(er.exit_code, 0) << er.err;
+  EXPECT_NE(er.out.find("ended     without a summary (killed or crashed?); no event after the header"),
+            std::string::npos)
+      << er.out;
+}
+
 // An output that cannot be written whole leaves nothing behind: no partial file, and a file that was
 // there before as it was. One line names the file and the error.
 TEST(TraceTools, AnOutputThatFailsPartWayLeavesNoPartialFileAndTheOldOneUnchanged) {
@@ -655,4 +790,60 @@ TEST(TraceTools, ControlCharactersInPathsAndTraceStringsAreEscaped) {
   EXPECT_EQ(json::parse(as_json.out)[0]["process"]["cmdline"], "engine \x1b[31m\nkvremap report: forged");
   const RunResult validate = cli({"validate", path});
   EXPECT_EQ(validate.out, dir + "/kvremap-\\x0d.json: ok, 32 events\n") << validate.err;
+}
+
+// A directory stands for the *.json traces directly in it, sorted by name, for every reader; one with none, or a
+// directory of several where one trace is asked for (diff, what-if), is one line and status 2.
+TEST(TraceTools, EveryReaderTakesADirectoryForTheTracesInIt) {
+  const Start& s = seed_ranks();
+  ASSERT_EQ(s.traces.size(), 2u);
+  const std::string dir = fs::path(s.traces[0]).parent_path().string();
+  std::vector<std::string> by_name = s.traces;
+  std::sort(by_name.begin(), by_name.end());
+  const auto with = [](std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+
+  RunResult r = cli({"report", dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, cli(with({"report"}, by_name)).out);
+  r = cli({"validate", dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, cli(with({"validate"}, by_name)).out);
+  const std::string out = make_temp_dir();
+  r = cli({"plot", dir, "-o", out + "/memory.html"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, out + "/memory.html: 2 processes\n");
+  r = cli({"merge", dir, "-o", out + "/merged.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(out + "/merged.json: 2 traces"), std::string::npos) << r.out;
+
+  // One trace per directory where one is asked for.
+  const std::string first = make_temp_dir(), second = make_temp_dir();
+  const std::string first_trace = first + "/" + fs::path(s.traces[0]).filename().string();
+  const std::string second_trace = second + "/" + fs::path(s.traces[1]).filename().string();
+  fs::copy_file(s.traces[0], first_trace);
+  fs::copy_file(s.traces[1], second_trace);
+  r = cli({"diff", first, second});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, cli({"diff", first_trace, second_trace}).out);
+  r = cli({"what-if", first, "--gpu-memory-utilization", "0.9"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, cli({"what-if", first_trace, "--gpu-memory-utilization", "0.9"}).out);
+  r = cli({"diff", dir, second});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "kvremap diff: " + dir + ": the directory holds 2 trace files; kvremap diff takes one trace there: "
+                                            "name one of them\n");
+
+  const std::string empty = make_temp_dir();
+  std::ofstream(empty + "/notes.txt") << "not a trace\n";
+  for (const std::string command : {"report", "validate"}) {
+    r = cli({command, empty});
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "kvremap " + command + ": " + empty +
+                         ": the directory holds no trace files (*.json); name a directory kvremap run wrote, or trace "
+                         "files\n");
+  }
 }

@@ -1,10 +1,19 @@
 // vLLM V1's start-up with --enable-sleep-mode on the simulator: weights and KV through CuMemAllocator, sleep, wake.
 //
-// Usage: vmm_sleep_engine [--share F] [--layers N] [--sleep-before-launch]
+// Usage: vmm_sleep_engine [--share F] [--layers N] [--sleep-before-launch] [--sleep-level 1|2]
+//                         [--activation-mib N] [--warm-up-attention] [--autotune-mib N]
 // Replays vLLM's order (worker/gpu_worker.py): weights in the "weights" pool, a profiling forward, the
 // "after profile" sizing query, the KV cache in the "kv_cache" pool (one tensor per layer), kernel
 // autotuning, a CUDA graph capture, then serving, sleep(level=1) and wake_up. --sleep-before-launch is
-// verl's order: sleep right after start-up, before any graph launch. Prints one line per step and
+// verl's order: sleep right after start-up, before any graph launch. --sleep-level 2 discards the weights
+// too (gpu_worker.py sleep at 35d5cda, lines 114-136: offload_tags empty), and the wake is an RL loop's:
+// wake_up(tags=["weights"]), the weights loaded again (Worker.reload_weights), then wake_up(tags=["kv_cache"]).
+// Each wake creates and maps new memory of each allocation's own size at its own address
+// (device_allocator/cumem.py at 010c211, wake_up lines 217-236). --activation-mib sizes each of the two
+// activation tensors of the profiling forward (256 MiB by default). --warm-up-attention adds a compile warm-up
+// right after the KV cache, before autotuning: the same activations live while a kernel takes a KV tensor's
+// address (as Model Runner V2's warm-ups run with attention metadata), then freed. --autotune-mib sizes the
+// autotuning workspace (2048 MiB by default). Prints one line per step and
 // "FAILED: <what>" per failed check; exits with the number of failures, or 5 when autotuning runs out
 // of memory (stock vLLM's failure at a high --gpu-memory-utilization).
 #include <cuda.h>
@@ -58,9 +67,6 @@ namespace {
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 constexpr std::uint64_t kWeightsBytes = kGiB;
-constexpr std::uint64_t kActivationBytes = 256 * kMiB;  // two tensors: the profiling forward's peak is 512 MiB
-// More than a 16 GiB device leaves free at --share 0.95 (0.8 GiB), less than at 0.8 (3.2 GiB).
-constexpr std::uint64_t kAutotuneBytes = 2 * kGiB;
 constexpr std::uint64_t kGraphPoolBytes = 32 * kMiB;  // what the capture allocates from its private pool
 constexpr std::uint64_t kSampleBytes = 1 * kMiB;      // each weights sample written and compared
 constexpr int kWeightSamples = 16;
@@ -89,6 +95,11 @@ struct Options {
   double share = 0.92;  // vLLM's default --gpu-memory-utilization (config/cache.py)
   int layers = 8;
   bool sleep_before_launch = false;
+  int sleep_level = 1;
+  std::uint64_t activation_bytes = 256 * kMiB;  // each of two tensors: the profiling forward's peak is twice it
+  bool warm_up_attention = false;
+  // More than a 16 GiB device leaves free at --share 0.95 (0.8 GiB), less than at 0.8 (3.2 GiB).
+  std::uint64_t autotune_bytes = 2 * kGiB;
 };
 
 Options parse(int argc, char** argv) {
@@ -101,13 +112,26 @@ Options parse(int argc, char** argv) {
       o.layers = std::atoi(argv[++i]);
     } else if (a == "--sleep-before-launch") {
       o.sleep_before_launch = true;
+    } else if (a == "--sleep-level" && i + 1 < argc) {
+      o.sleep_level = std::atoi(argv[++i]);
+    } else if (a == "--activation-mib" && i + 1 < argc) {
+      o.activation_bytes = std::strtoull(argv[++i], nullptr, 10) * kMiB;
+    } else if (a == "--warm-up-attention") {
+      o.warm_up_attention = true;
+    } else if (a == "--autotune-mib" && i + 1 < argc) {
+      o.autotune_bytes = std::strtoull(argv[++i], nullptr, 10) * kMiB;
     } else {
-      std::fprintf(stderr, "usage: vmm_sleep_engine [--share F] [--layers N] [--sleep-before-launch]\n");
+      std::fprintf(stderr,
+                   "usage: vmm_sleep_engine [--share F] [--layers N] [--sleep-before-launch] [--sleep-level 1|2] "
+                   "[--activation-mib N] [--warm-up-attention] [--autotune-mib N]\n");
       std::exit(2);
     }
   }
-  if (o.share <= 0 || o.share > 1 || o.layers < 1) {
-    std::fprintf(stderr, "vmm_sleep_engine: --share must be in (0, 1] and --layers at least 1\n");
+  if (o.share <= 0 || o.share > 1 || o.layers < 1 || (o.sleep_level != 1 && o.sleep_level != 2) ||
+      o.activation_bytes == 0 || o.autotune_bytes == 0) {
+    std::fprintf(stderr,
+                 "vmm_sleep_engine: --share must be in (0, 1], --layers at least 1, --sleep-level 1 or 2 and "
+                 "--activation-mib and --autotune-mib at least 1\n");
     std::exit(2);
   }
   return o;
@@ -200,6 +224,21 @@ bool weights_match(void* weights) {
   return ok;
 }
 
+// The whole checkpoint copied in (load_model's copy_ per tensor), then the samples checked after the wake.
+void load_weights(void* weights) {
+  const std::vector<unsigned char> checkpoint(64 * kMiB, 0x3c);
+  for (std::uint64_t at = 0; at < kWeightsBytes; at += checkpoint.size())
+    require(cudaMemcpy(static_cast<char*>(weights) + at, checkpoint.data(), checkpoint.size(),
+                       cudaMemcpyHostToDevice) == cudaSuccess,
+            "checkpoint upload");
+  for (int i = 0; i < kWeightSamples; ++i) {
+    const auto p = pattern(kSampleBytes, 7000 + i);
+    require(cudaMemcpy(static_cast<char*>(weights) + weights_sample_offset(i), p.data(), kSampleBytes,
+                       cudaMemcpyHostToDevice) == cudaSuccess,
+            "weights upload");
+  }
+}
+
 // The value layer `i`'s captured kernel writes in the middle of its KV tensor.
 std::uint32_t graph_value(std::size_t i) { return 0xC0DE0000u + static_cast<std::uint32_t>(i); }
 
@@ -237,13 +276,14 @@ struct Allocations {
   std::uint64_t tensor_bytes = 0;  // each KV tensor, a multiple of the 2 MiB granularity
 };
 
-// cumem.py sleep(level=1), then wake_up(): the freed memory, the kept reservations, the same addresses
-// after waking, the KV usable and the weights restored. `kv_on_device`: whether the KV counts in what
-// the sleep must free (see --sleep-before-launch in main).
-void sleep_and_wake(const Allocations& a, bool kv_on_device) {
+// cumem.py sleep(level), then the wake: the freed memory, the kept reservations, the same addresses after
+// waking, the KV usable and the weights restored (level 1: from the sleep's host copy; level 2: loaded again
+// between the weights' wake and the KV cache's). `kv_on_device`: whether the KV counts in what the sleep must
+// free (see --sleep-before-launch in main).
+void sleep_and_wake(const Allocations& a, bool kv_on_device, int level) {
   const std::uint64_t kv_total = a.tensor_bytes * a.kv.size();
   const std::uint64_t before = free_bytes();
-  const long long released = cumem_stub_sleep(1);
+  const long long released = cumem_stub_sleep(level);
   check(released >= 0, "cumem_stub_sleep returned " + std::to_string(released));
   const std::uint64_t after = free_bytes();
   const std::uint64_t rose = after > before ? after - before : 0;
@@ -258,7 +298,13 @@ void sleep_and_wake(const Allocations& a, bool kv_on_device) {
   check(kept, "sleep: every VA reservation kept");
   if (kept) std::printf("sleep: VA reservations kept\n");
 
-  check(cumem_stub_wake(nullptr) == 0, "cumem_stub_wake");
+  if (level == 1) {
+    check(cumem_stub_wake(nullptr) == 0, "cumem_stub_wake");
+  } else {
+    check(cumem_stub_wake("weights") == 0, "cumem_stub_wake(weights)");
+    load_weights(a.weights);
+    check(cumem_stub_wake("kv_cache") == 0, "cumem_stub_wake(kv_cache)");
+  }
   // Mapped again from X to X + S: a mapping starts at X and one ends at X + S (an interposer may back
   // the range with several handles, so the driver may answer for a part of it at either end).
   const auto mapped_at = [&](void* p, std::uint64_t bytes) {
@@ -296,20 +342,7 @@ int main(int argc, char** argv) {
   // (a) The weights through CuMemAllocator's "weights" pool, written from the host (load_model).
   Allocations a;
   require(cumem_stub_malloc(kWeightsBytes, "weights", &a.weights) == 0, "weights allocation through the stub");
-  // The whole checkpoint is copied in (load_model's copy_ per tensor), then the samples checked after the wake.
-  {
-    const std::vector<unsigned char> checkpoint(64 * kMiB, 0x3c);
-    for (std::uint64_t at = 0; at < kWeightsBytes; at += checkpoint.size())
-      require(cudaMemcpy(static_cast<char*>(a.weights) + at, checkpoint.data(), checkpoint.size(),
-                         cudaMemcpyHostToDevice) == cudaSuccess,
-              "checkpoint upload");
-  }
-  for (int i = 0; i < kWeightSamples; ++i) {
-    const auto p = pattern(kSampleBytes, 7000 + i);
-    require(cudaMemcpy(static_cast<char*>(a.weights) + weights_sample_offset(i), p.data(), kSampleBytes,
-                       cudaMemcpyHostToDevice) == cudaSuccess,
-            "weights upload");
-  }
+  load_weights(a.weights);
   std::printf("weights: %s through the stub\n", mib(kWeightsBytes).c_str());
 
   // (b) memory_profiling's "before profile" snapshot (gpu_worker.py determine_available_memory), then the
@@ -318,12 +351,12 @@ int main(int argc, char** argv) {
   free_bytes();
   void* act[2] = {};
   for (void*& p : act) {
-    require(cudaMalloc(&p, kActivationBytes) == cudaSuccess, "profiling activations");
-    require(torch_zeros(k, p, kActivationBytes, nullptr), "profiling forward kernels");
+    require(cudaMalloc(&p, o.activation_bytes) == cudaSuccess, "profiling activations");
+    require(torch_zeros(k, p, o.activation_bytes, nullptr), "profiling forward kernels");
   }
   require(kv_step(k, act[0], 0, 1, nullptr) && cudaDeviceSynchronize() == cudaSuccess, "profiling forward");
   for (void* p : act) require(cudaFree(p) == cudaSuccess, "profiling activations freed");
-  std::printf("profile: %s of activations\n", mib(2 * kActivationBytes).c_str());
+  std::printf("profile: %s of activations\n", mib(2 * o.activation_bytes).c_str());
 
   // (c) The sizing query right after the profile ("after profile", gpu_worker.py
   // determine_available_memory): KV = share x total - what is in use.
@@ -342,9 +375,26 @@ int main(int argc, char** argv) {
   }
   std::printf("kv tensors: %d of %llu bytes\n", o.layers, static_cast<unsigned long long>(per_layer));
 
+  if (o.warm_up_attention) {
+    // A compile warm-up with attention (compile_or_warm_up_model's dummy runs): its activations, and a kernel
+    // that takes the first KV tensor's address, before autotuning.
+    void* warm[2] = {};
+    for (void*& p : warm) {
+      const cudaError_t e = cudaMalloc(&p, o.activation_bytes);
+      if (e == cudaErrorMemoryAllocation) {
+        std::printf("out of memory in the warm-up\n");
+        return kExitAutotuneOom;
+      }
+      require(e == cudaSuccess, "warm-up activations");
+    }
+    require(kv_step(k, a.kv[0], 0, 1, nullptr) && cudaDeviceSynchronize() == cudaSuccess, "warm-up attention");
+    for (void* p : warm) require(cudaFree(p) == cudaSuccess, "warm-up activations freed");
+    std::printf("warm-up: %s of activations, attention on the KV cache\n", mib(2 * o.activation_bytes).c_str());
+  }
+
   // (d) Post-KV kernel autotuning (compile_or_warm_up_model): a large workspace, briefly.
   void* workspace = nullptr;
-  const cudaError_t tuned = cudaMalloc(&workspace, kAutotuneBytes);
+  const cudaError_t tuned = cudaMalloc(&workspace, o.autotune_bytes);
   if (tuned == cudaErrorMemoryAllocation) {
     std::printf("out of memory in autotuning\n");
     return kExitAutotuneOom;
@@ -352,7 +402,7 @@ int main(int argc, char** argv) {
   require(tuned == cudaSuccess && kv_step(k, workspace, 0, 1, nullptr) && cudaDeviceSynchronize() == cudaSuccess &&
               cudaFree(workspace) == cudaSuccess,
           "autotuning");
-  std::printf("autotuning: %s workspace\n", mib(kAutotuneBytes).c_str());
+  std::printf("autotuning: %s workspace\n", mib(o.autotune_bytes).c_str());
 
   // (e) CUDA graph capture on a side stream (torch.cuda.graph: global mode, the graph pool allocated by
   // a relaxed thread), one kernel per layer with its KV tensor's address as a parameter.
@@ -377,12 +427,12 @@ int main(int argc, char** argv) {
     const bool usable = kv_usable(a.kv, per_layer, 1);
     check(usable, "KV usable");
     if (usable) std::printf("KV check: ok\n");
-    sleep_and_wake(a, true);
+    sleep_and_wake(a, true, o.sleep_level);
     launch_graph(g, a.kv, per_layer, "graph launch after wake");
   } else {
     // verl's order: sleep right after start-up, before any graph launch. Only the weights are sure
     // to be device memory here: an interposer may still hold the KV on a scratch it frees at its commit.
-    sleep_and_wake(a, false);
+    sleep_and_wake(a, false, o.sleep_level);
     start_serving();
     launch_graph(g, a.kv, per_layer, "graph launch after wake");
     const bool usable = kv_usable(a.kv, per_layer, 3);

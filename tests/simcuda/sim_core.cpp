@@ -55,8 +55,9 @@ void atfork_parent() { g_lock->unlock(); }
 void atfork_child() {
   // A CUDA context does not survive fork: the child starts uninitialised with nothing allocated.
   // The parent's mappings stay in the child's address space untouched; the child just forgets them.
-  std::uint64_t generation = g_state ? g_state->generation + 1 : 1;
-  g_state = fresh_state(nullptr, generation);
+  State* parent = g_state;
+  g_state = fresh_state(nullptr, parent ? parent->generation + 1 : 1);
+  g_state->forgotten_at_fork = parent;
   t_context = nullptr;
   g_lock->unlock();
 }

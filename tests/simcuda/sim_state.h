@@ -202,6 +202,10 @@ struct State {
   bool initialized = false;
   bool serving = false;          // simcuda_mark_serving called: the serving oracle checks every executed work
   std::uint64_t generation = 0;  // bumped by every reset, so stale thread-local pointers are ignored
+  // In a forked child: the parent's state, forgotten but never freed (its mappings are the parent's, and a
+  // destructor could run under a lock some parent thread held at the fork); held here so that it stays
+  // reachable, as a real driver's state does, and a leak checker at the child's exit reports nothing.
+  const State* forgotten_at_fork = nullptr;
 
   std::vector<Device> devices;
   std::vector<std::unique_ptr<Context>> created_contexts;  // cuCtxCreate's, destroyed ones included

@@ -591,3 +591,35 @@ TEST(ProfileBounds, EveryFieldOutOfRangeIsNamedOnOneLine) {
   EXPECT_EQ(problem.find('\n'), std::string::npos);
   EXPECT_EQ(problem.rfind("out of range for this device: ", 0), 0u) << problem;
 }
+
+// The model's argument as the key reads it, per engine: what the library resolves to a model identity.
+TEST(ProfileKeyModel, TheModelArgumentIsFoundInEverySpellingOfEachEngine) {
+  EXPECT_EQ(model_argument(Args{"/usr/bin/vllm", "serve", "/models/x", "--port", "8000"}), "/models/x");
+  EXPECT_EQ(model_argument(Args{"vllm", "serve", "--model=/models/x"}), "/models/x");
+  EXPECT_EQ(model_argument(Args{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m"}), "org/m");
+  EXPECT_EQ(model_argument(Args{"python3", "-m", "sglang.launch_server", "--model", "/models/y"}), "/models/y");
+  EXPECT_EQ(model_argument(Args{"python3", "-m", "sglang.launch_server", "--model-path", "/models/y"}), "/models/y");
+  EXPECT_EQ(model_argument(Args{"python3", "train.py", "--model", "/models/z"}), std::nullopt) << "not an engine";
+  EXPECT_EQ(model_argument(Args{"vllm", "serve", "--port", "8000"}), std::nullopt);
+}
+
+// A model known by its config.json is one configuration wherever its directory is; another config.json, or the
+// same path with no identity, is another.
+TEST(ProfileKeyModel, AModelKnownByItsConfigMatchesUnderAnyPath) {
+  ProfileKey a = vllm_key(Args{"vllm", "serve", "/models/llama", "--gpu-memory-utilization", "0.9"});
+  ProfileKey b = vllm_key(Args{"vllm", "serve", "--model",
+                               "/root/.cache/huggingface/hub/models--meta--llama/snapshots/0123", "--port", "9"});
+  a.model_identity = b.model_identity = model_identity_text(R"({"architectures":["LlamaForCausalLM"]})");
+  EXPECT_EQ(key_text(a), key_text(b));
+  EXPECT_EQ(profile_file_name(a), profile_file_name(b));
+  EXPECT_NE(key_text(a).find(R"(; model: "config.json fnv1a:)"), std::string::npos) << key_text(a);
+  EXPECT_EQ(key_text(a).find("/models/llama"), std::string::npos) << "the path is not the model";
+
+  ProfileKey other = a;
+  other.model_identity = model_identity_text(R"({"architectures":["MixtralForCausalLM"]})");
+  EXPECT_NE(key_text(a), key_text(other));
+  ProfileKey by_path = a;
+  by_path.model_identity.clear();
+  EXPECT_NE(key_text(a), key_text(by_path));
+  EXPECT_NE(key_text(by_path).find("/models/llama"), std::string::npos) << "without an identity the path is the model";
+}

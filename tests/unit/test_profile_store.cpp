@@ -1,9 +1,10 @@
 // interpose/profile_store on a real file system: directory resolution and trust, exclusive atomic writes,
-// refusals on load (links, FIFOs, other users' files), the failed-start marker.
+// refusals on load (links, FIFOs, other users' files), the per-start failed-start markers.
 #include "interpose/kv/profile_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,6 +18,7 @@ using kvremap::interpose::DirectoryProblem;
 using kvremap::interpose::profile_directory;
 using kvremap::interpose::ProfileDirectory;
 using kvremap::interpose::ProfileStore;
+using kvremap::policy::StartIdentity;
 
 namespace {
 
@@ -110,6 +112,44 @@ TEST(ProfileStore, WritesAWholeFileAndReadsItBack) {
   later.serving_peak_bytes = 5ull << 30;
   ASSERT_TRUE(store->write("vllm-1-rank0.json", kvremap::policy::to_json(later), &problem));
   EXPECT_EQ(store->load("vllm-1-rank0.json", "key one", &problem), later);
+  fs::remove_all(root);
+}
+
+// What the `kvremap profile` tool reads through the store: the entries, a profile's text whatever its key, removal.
+TEST(ProfileStore, ListsReadsAnyKeyAndRemovesForTheTool) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  std::string problem;
+  const std::string text = kvremap::policy::to_json(sample("some key"));
+  ASSERT_TRUE(store->write("b.json", text, &problem)) << problem;
+  std::ofstream(root + "/a.txt") << "x";
+  EXPECT_EQ(store->entries(), (std::vector<std::string>{"a.txt", "b.json"}));
+  EXPECT_EQ(store->read_trusted("b.json", &problem), text) << problem;
+  EXPECT_FALSE(store->read_trusted("missing.json", &problem));
+  EXPECT_TRUE(problem.empty()) << problem;
+  fs::create_symlink(root + "/b.json", root + "/c.json");
+  EXPECT_FALSE(store->read_trusted("c.json", &problem));
+  EXPECT_NE(problem.find("symbolic link"), std::string::npos) << problem;
+  EXPECT_TRUE(store->remove("b.json", &problem)) << problem;
+  EXPECT_FALSE(store->remove("b.json", &problem));
+  EXPECT_NE(problem.find("cannot remove " + root + "/b.json: "), std::string::npos) << problem;
+  fs::remove_all(root);
+}
+
+// A read-only layer another user could change is skipped, not a reason to turn profiles off.
+TEST(ProfileStore, AnUntrustedReadOnlyLayerNamesItsVariableAndIsOnlySkipped) {
+  const std::string root = fresh_dir();
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  DirectoryProblem kind = DirectoryProblem::none;
+  std::string problem;
+  EXPECT_FALSE(ProfileStore::open({root, false, "KVREMAP_PROFILE_PATH", true}, false, &kind, &problem));
+  EXPECT_EQ(kind, DirectoryProblem::untrusted);
+  EXPECT_NE(problem.find("so this read-only layer is not searched"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("drop it from KVREMAP_PROFILE_PATH"), std::string::npos) << problem;
+  EXPECT_EQ(problem.find("profiles are off"), std::string::npos) << problem;
+  EXPECT_FALSE(ProfileStore::open({"/a\x01" "b", false, "KVREMAP_PROFILE_PATH", true}, false, &kind, &problem));
+  EXPECT_NE(problem.find("(from KVREMAP_PROFILE_PATH) holds a control character"), std::string::npos) << problem;
   fs::remove_all(root);
 }
 
@@ -295,25 +335,126 @@ TEST(ProfileStore, PathsInMessagesAreEscaped) {
   fs::remove_all(root);
 }
 
-// The failed-start marker: created exclusively, seen, removed.
-TEST(ProfileStore, TheMarkerIsCreatedOnceSeenAndRemoved) {
+// Markers are per start: two starts of one profile each have their own, neither refuses the other,
+// and each removes only its own.
+TEST(ProfileStore, EachStartHasItsOwnMarkerAndRemovesOnlyItsOwn) {
   const std::string root = fresh_dir();
   const auto store = open_store(root);
   ASSERT_TRUE(store);
-  EXPECT_FALSE(store->marked("p.json"));
+  const StartIdentity me = kvremap::interpose::this_start();
+  ASSERT_FALSE(me.host.empty());
+  ASSERT_NE(me.start_ticks, 0u);
+  StartIdentity peer = me;  // a start still running: this test's parent process
+  peer.pid = getppid();
+  peer.start_ticks = kvremap::interpose::process_start_ticks(peer.pid).value();
   std::string problem;
-  ASSERT_TRUE(store->mark("p.json", &problem)) << problem;
-  EXPECT_TRUE(fs::exists(root + "/p.json.unconfirmed"));
-  EXPECT_TRUE(store->marked("p.json"));
-  EXPECT_FALSE(store->mark("p.json", &problem)) << "never opened when it exists";
-  EXPECT_NE(problem.find("p.json.unconfirmed"), std::string::npos) << problem;
-  store->unmark("p.json");
-  EXPECT_FALSE(store->marked("p.json"));
-  // A link planted at the marker's name counts as a marker and is never written through.
-  std::ofstream(root + "/victim") << "v";
-  ASSERT_EQ(symlink((root + "/victim").c_str(), (root + "/p.json.unconfirmed").c_str()), 0);
-  EXPECT_TRUE(store->marked("p.json"));
-  EXPECT_FALSE(store->mark("p.json", &problem));
-  EXPECT_EQ(slurp(root + "/victim"), "v");
+  ASSERT_TRUE(store->mark("p.json", me, &problem)) << problem;
+  ASSERT_TRUE(store->mark("p.json", peer, &problem)) << "a second start's marker is not refused: " << problem;
+  EXPECT_TRUE(fs::exists(root + "/" + kvremap::policy::marker_file_name("p.json", me)));
+  // This process judges its own marker as a later program of it would: an earlier program of the same
+  // process (before an exec) that never committed. Its peer is running.
+  const auto seen = store->markers("p.json", me, 0);
+  ASSERT_EQ(seen.size(), 2u);
+  for (const auto& m : seen) {
+    EXPECT_EQ(m.problem, "");
+    ASSERT_TRUE(m.owner);
+    EXPECT_EQ(m.failed, m.owner->pid == me.pid) << m.file;
+  }
+  store->unmark("p.json", me);
+  const auto left = store->markers("p.json", me, 0);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].owner->pid, peer.pid) << "another start's marker stays";
+  store->remove_failed("p.json", me, 0);
+  EXPECT_EQ(store->markers("p.json", me, 0).size(), 1u) << "a running start's marker is never removed";
   fs::remove_all(root);
+}
+
+// A start of this host whose process is gone failed; its marker is removed as failed.
+TEST(ProfileStore, AMarkerOfAStartThatIsGoneCountsAsFailed) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  const StartIdentity me = kvremap::interpose::this_start();
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  StartIdentity gone = me;
+  gone.pid = child;
+  gone.start_ticks = kvremap::interpose::process_start_ticks(child).value_or(me.start_ticks + 1);
+  waitpid(child, nullptr, 0);
+  std::string problem;
+  ASSERT_TRUE(store->mark("p.json", gone, &problem)) << problem;
+  const auto seen = store->markers("p.json", me, 0);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(seen[0].failed);
+  store->remove_failed("p.json", me, 0);
+  EXPECT_TRUE(store->markers("p.json", me, 0).empty());
+  fs::remove_all(root);
+}
+
+// A marker of another host is running until it is older than the bound; this process cannot see it.
+TEST(ProfileStore, AnotherHostsMarkerFailsOnlyOnceOlderThanTheBound) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  const StartIdentity me = kvremap::interpose::this_start();
+  StartIdentity remote = me;
+  remote.host = "another-host";
+  std::string problem;
+  ASSERT_TRUE(store->mark("p.json", remote, &problem)) << problem;
+  const std::int64_t now = static_cast<std::int64_t>(time(nullptr));
+  ASSERT_EQ(store->markers("p.json", me, now).size(), 1u);
+  EXPECT_FALSE(store->markers("p.json", me, now)[0].failed);
+  EXPECT_TRUE(store->markers("p.json", me, now + kvremap::policy::kForeignMarkerSeconds + 5)[0].failed);
+  fs::remove_all(root);
+}
+
+// Only what kvremap wrote is a marker: a link, a FIFO, another user's file or text of another form
+// is one line naming it and counts for nothing; the shared name of no start counts as failed.
+TEST(ProfileStore, OnlyAKvremapMarkerCounts) {
+  const std::string root = fresh_dir();
+  const auto store = open_store(root);
+  ASSERT_TRUE(store);
+  const StartIdentity me = kvremap::interpose::this_start();
+  std::ofstream(root + "/victim") << "v";
+  ASSERT_EQ(symlink((root + "/victim").c_str(), (root + "/p.json.unconfirmed.link").c_str()), 0);
+  ASSERT_EQ(mkfifo((root + "/p.json.unconfirmed.fifo").c_str(), 0600), 0);
+  std::ofstream(root + "/p.json.unconfirmed.text") << "hello\n";
+  const auto seen = store->markers("p.json", me, 0);
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& m : seen) {
+    EXPECT_FALSE(m.failed) << m.file;
+    EXPECT_NE(m.problem.find(root + "/" + m.file), std::string::npos) << m.problem;
+  }
+  store->remove_failed("p.json", me, 0);
+  EXPECT_EQ(store->markers("p.json", me, 0).size(), 3u) << "what is no marker is never removed";
+  EXPECT_EQ(slurp(root + "/victim"), "v");
+  std::ofstream(root + "/p.json.unconfirmed") << "a start sized from this profile by pid 1\n";
+  std::size_t failed = 0;
+  for (const auto& m : store->markers("p.json", me, 0)) failed += m.failed;
+  EXPECT_EQ(failed, 1u);
+  fs::remove_all(root);
+}
+
+// The pure parts: the marker's text reads back, /proc stat's start time past a command with spaces and
+// parentheses, and the judgement.
+TEST(StartMarker, TextReadsBackAndJudgementFollowsThePlace) {
+  using namespace kvremap::policy;
+  StartIdentity a{"node-1", "boot", "pid:[4026531836]", 42, 1234};
+  std::string problem;
+  EXPECT_EQ(read_marker(marker_text(a), &problem), a) << problem;
+  EXPECT_FALSE(read_marker("kvremap start marker 1\nhost x\n", &problem));
+  EXPECT_FALSE(read_marker(std::string(kMaxMarkerBytes + 1, 'x'), &problem));
+  EXPECT_EQ(marker_file_name("p.json", {"a.b/c", "", "", 7, 9}), "p.json.unconfirmed.a_b_c.7.9");
+  EXPECT_EQ(start_ticks_from_stat("12 (a b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987 19 20\n"), 987u);
+  StartIdentity here = a;
+  here.pid = 43;
+  here.start_ticks = 99;
+  EXPECT_FALSE(marker_failed(a, here, 1234, 0)) << "its process runs";
+  EXPECT_TRUE(marker_failed(a, here, 5, 0)) << "the pid was reused";
+  EXPECT_TRUE(marker_failed(a, here, std::nullopt, 0)) << "no such process";
+  StartIdentity other_boot = here;
+  other_boot.boot_id = "another boot";
+  EXPECT_FALSE(marker_failed(a, other_boot, std::nullopt, kForeignMarkerSeconds));
+  EXPECT_TRUE(marker_failed(a, other_boot, std::nullopt, kForeignMarkerSeconds + 1));
 }

@@ -211,6 +211,30 @@ TEST(RunSummary, AStartSizedFromAProfileSaysWhichAndHow) {
               HasSubstr("; sized from profile /p/a.json (free memory reported 2.00 GiB higher)"));
 }
 
+// Serving allocations carried on host memory (`kv serving overflow`) are counted and summed on their device's
+// line, with what to do about them; a device without any says nothing of them.
+TEST(RunSummary, ServingOverflowsShowTheirCountAndBytes) {
+  const auto overflow = [](int device, std::uint64_t bytes) {
+    return std::pair<std::string, json>{"kv serving overflow", {{"device", device}, {"api", "cudaMalloc"},
+                                                                {"bytes", bytes}, {"host_bytes", bytes}}};
+  };
+  const auto trace = make_trace(12, "defer",
+                                {{"kv deferred", deferred(0, kGiB)},
+                                 {"kv deferred", deferred(1, kGiB)},
+                                 {"kv committed", committed(0, kGiB, 0, 0)},
+                                 {"kv committed", committed(1, kGiB, 0, 0)},
+                                 overflow(0, 1536 * kMiB),
+                                 overflow(0, 512 * kMiB)});
+  const std::string summary = render_run_summary({process(trace)});
+  EXPECT_THAT(summary, HasSubstr("device 0: KV requested 1.00 GiB, committed 1.00 GiB on device + 0 B on host, "
+                                 "margin 0 B; post-KV peaks: other +3.00 GiB, graph_pool +1.00 GiB; serving "
+                                 "overflows: 2.00 GiB in 2 allocations on host memory (restart to hold them on the "
+                                 "device)\n"));
+  const auto one = summary.find("device 1:");
+  ASSERT_NE(one, std::string::npos) << summary;
+  EXPECT_EQ(summary.find("serving overflows", one), std::string::npos) << summary;
+}
+
 TEST(RunSummary, PostKvPeaksShowTheTwoLargestRises) {
   json commit = committed(0, kGiB, 0, 0);
   commit["post_kv_peaks"] = {{"graph_pool", {{"peak_above", 1}}}, {"other", {{"peak_above", 0}}}};

@@ -101,3 +101,28 @@ TEST(ServingHeadroom, VllmKeepsItsProfiledPeakOrWhatServingNeededWhereMore) {
   EXPECT_EQ(serving_headroom(in).bytes, 512 * kMiB);
   EXPECT_EQ(serving_headroom(in).source, "KVREMAP_HEADROOM");
 }
+
+// A commit while start-up work still runs: what it holds is allocated already and counts toward the headroom once,
+// the floor included; SGLang's reserve already counts what is held, so nothing more is taken there.
+TEST(ServingHeadroom, WhatStartUpWorkHoldsAtAnEarlyCommitCountsTowardTheHeadroomOnce) {
+  HeadroomInputs in;
+  in.engine = EngineKind::vllm;
+  in.floor_bytes = 256 * kMiB;
+  in.profiled_peak_bytes = 4 * kGiB;
+  in.live_start_up_bytes = 3 * kGiB;
+  EXPECT_EQ(serving_headroom(in).bytes, 1 * kGiB);
+  EXPECT_EQ(serving_headroom(in).measured_bytes, 1 * kGiB);
+  EXPECT_EQ(serving_headroom(in).source, std::string("profiled activation peak") + kLiveStartUpSuffix);
+  in.live_start_up_bytes = 5 * kGiB;
+  EXPECT_EQ(serving_headroom(in).bytes, 0u);
+  in.profiled_peak_bytes = 0;
+  in.live_start_up_bytes = 100 * kMiB;
+  EXPECT_EQ(serving_headroom(in).bytes, 156 * kMiB);
+  EXPECT_EQ(serving_headroom(in).source, std::string("KVREMAP_HEADROOM") + kLiveStartUpSuffix);
+  in.live_start_up_bytes = 0;
+  EXPECT_EQ(serving_headroom(in).source, "KVREMAP_HEADROOM");
+  in.engine = EngineKind::sglang;
+  in.sglang_reserve_bytes = 2 * kGiB;
+  in.live_start_up_bytes = 1 * kGiB;
+  EXPECT_EQ(serving_headroom(in).bytes, 2 * kGiB);
+}

@@ -16,6 +16,7 @@
 #include "tools/plot.h"
 #include "tools/report.h"
 #include "tools/report_json.h"
+#include "tools/start_up_work.h"
 #include "tools/trace/trace_reader.h"
 #include "tools/what_if.h"
 
@@ -97,6 +98,40 @@ TEST(Analysis, AttributesBytesToThePhaseThatAllocatedThemAndStillHoldsThem) {
   EXPECT_EQ(warmup.allocated_live_at_end.at("other"), 30 * kMiB);
   EXPECT_EQ(warmup.peak_bytes, 530 * kMiB);
   EXPECT_EQ(warmup.peak_ts_us, 110);  // the events sorted by time: 0x7 at 105 came before 0x6 at 110
+}
+
+// The warm-up after the KV burst and the captures after it, named: their peaks beside the KV cache (never the
+// KV cache's own bytes), what each left, the modules, the graph pool and executables.
+TEST(StartUpWork, NamesWhatTheWarmUpAndTheCaptureNeededBesideTheKvCache) {
+  const std::string text = header() + phase(10, "loading", "init") + alloc(20, "0x1", 100 * kMiB, "other") +
+                           phase(30, "kv_allocation", "loading") + alloc(40, "0x2", 400 * kMiB, "kv") +
+                           phase(50, "post_kv_warmup", "kv_allocation") + alloc(60, "0x3", 300 * kMiB, "other") +
+                           alloc(65, "0x4", 8 * kMiB, "module") + release(70, "0x3", 300 * kMiB, "other") +
+                           alloc(80, "0x5", 20 * kMiB, "other") + phase(1000050, "capture", "post_kv_warmup") +
+                           alloc(1000060, "0x6", 64 * kMiB, "graph_pool") + alloc(1000070, "0x7", 50 * kMiB, "other") +
+                           release(1000080, "0x7", 50 * kMiB, "other") + alloc(1000090, "0x8", 4 * kMiB, "graph_exec") +
+                           phase(1500050, "serving", "capture") + "]\n";
+  const ProcessFigures p = analyse(kvremap::trace::parse_trace(text, "work.json"));
+  const kvremap::analysis::StartUpWork w = kvremap::analysis::start_up_work(p.devices.at(0));
+  ASSERT_TRUE(w.warmup.seen);
+  EXPECT_EQ(w.warmup.peak_above_bytes, 308 * kMiB) << "300 MiB of autotuning and a module at once";
+  EXPECT_EQ(w.warmup.resident_bytes, 28 * kMiB);
+  EXPECT_EQ(w.warmup.modules_bytes, 8 * kMiB);
+  EXPECT_DOUBLE_EQ(w.warmup.seconds, 1.0);
+  ASSERT_TRUE(w.capture.seen);
+  EXPECT_EQ(w.capture.graph_pool_bytes, 64 * kMiB);
+  EXPECT_EQ(w.capture.graph_exec_bytes, 4 * kMiB);
+  EXPECT_EQ(w.capture.peak_above_bytes, 114 * kMiB);
+  EXPECT_DOUBLE_EQ(w.capture.seconds, 0.5);
+  const auto lines = kvremap::analysis::start_up_work_lines(w);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "post-KV warm-up (compilation, autotuning): peak 308.00 MiB beside the KV cache, 28.00 MiB left resident, "
+            "8.00 MiB of modules, 1.00 s");
+  EXPECT_EQ(lines[1], "CUDA-graph capture: graph pool 64.00 MiB, graph executables 4.00 MiB, peak 114.00 MiB, 0.50 s");
+  // A trace without those phases names nothing.
+  const ProcessFigures none = analyse(kvremap::trace::parse_trace(header() + alloc(5, "0x1", kMiB, "other") + "]\n", "n.json"));
+  EXPECT_TRUE(kvremap::analysis::start_up_work_lines(kvremap::analysis::start_up_work(none.devices.at(0))).empty());
 }
 
 TEST(Analysis, NamesTheCallersHoldingMemoryAtEachPhasesPeak) {
@@ -245,8 +280,8 @@ TEST(TraceReader, ReportsProgressByBytesReadUpToTheFilesSize) {
 
 std::string counter(double ts, int device, std::uint64_t other) {
   return ",{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"device " + std::to_string(device) +
-         " bytes\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"args\":{\"other\":" + std::to_string(other) +
-         "}}\n";
+         " bytes\",\"pid\":7,\"tid\":1,\"ts\":" + std::to_string(ts) + ",\"args\":{\"kv\":0,\"graph_pool\":0,\"graph_exec\":0,\"module\":0,"
+         "\"async_pool\":0,\"vmm\":0,\"other\":" + std::to_string(other) + "}}\n";
 }
 
 TEST(TraceReader, KeepsOnlyEachDevicesLatestCounterSampleWhenAsked) {

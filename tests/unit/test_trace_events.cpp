@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,14 @@ void TraceEvents::write_events() {
   std::uint64_t live[kCounterWords] = {};
   live[static_cast<std::size_t>(Category::kv)] = 2 * kMiB;
   trace().hot_counter(ticks(), 0, live);
+  // A later sample where kvremap placed a KV cache of 64 MiB, 48 MiB of it deferred onto a 2 MiB scratch.
+  std::uint64_t placed[kCounterWords] = {};
+  placed[static_cast<std::size_t>(Category::kv)] = 18 * kMiB;
+  placed[kCounterKvReserved] = 64 * kMiB;
+  placed[kCounterKvDevice] = 16 * kMiB;
+  placed[kCounterKvScratch] = 48 * kMiB;
+  placed[kCounterKvPlaced] = 1;
+  trace().hot_counter(ticks(), 0, placed);
   trace_events::MemoryQuery query{0, "cudaMemGetInfo", 0, 70 * 1024 * kMiB, 80 * 1024 * kMiB, 60 * 1024 * kMiB,
                                   80 * 1024 * kMiB, Phase::profiling, trace_now_ns()};
   trace_events::memory_query(query);
@@ -227,9 +236,19 @@ TEST_F(TraceEvents, MemoryEventsCarryTheirFigures) {
 }
 
 TEST_F(TraceEvents, ACounterSampleHasEveryCategory) {
-  ASSERT_EQ(trace_->counters.size(), 1u);
+  ASSERT_EQ(trace_->counters.size(), 2u);
   EXPECT_EQ(trace_->counters[0].bytes_by_category.size(), policy::kCategoryNames.size());
   EXPECT_EQ(trace_->counters[0].bytes_by_category.at("kv"), 2 * kMiB);
+  EXPECT_EQ(trace_->counters[1].bytes_by_category.at("kv"), 18 * kMiB) << "what the device holds of the KV cache";
+}
+
+TEST_F(TraceEvents, ASampleWhereKvremapPlacedTheKvCacheSaysWhereItLies) {
+  ASSERT_EQ(trace_->kv_counters.size(), 1u);
+  const auto& k = trace_->kv_counters[0];
+  EXPECT_EQ(k.device, 0);
+  EXPECT_EQ(k.event.ts_us, trace_->counters[1].event.ts_us) << "the same time as the device's sample";
+  EXPECT_EQ(k.bytes_by_category, (std::map<std::string, std::uint64_t>{
+                                     {"reserved", 64 * kMiB}, {"device", 16 * kMiB}, {"scratch", 48 * kMiB}, {"host", 0}}));
 }
 
 TEST_F(TraceEvents, ACaptureIsASliceOrAnAsyncPair) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/trace/event_validator.h"
 #include "tools/trace/hot_line.h"
 #include "tools/trace/json_access.h"
 #include "tools/trace/kv_events.h"
@@ -43,6 +44,11 @@ std::string trace_text(const std::vector<std::string>& event_lines, bool closed 
   std::string text = "[\n" + header + "\n";
   for (const std::string& line : event_lines) text += "," + line + "\n";
   return closed ? text + "]\n" : text;
+}
+
+// Every problem `kvremap validate` finds in trace text, in the order it prints them.
+std::vector<std::string> problems_of(const std::string& text, const std::string& name) {
+  return kvremap::trace::validate_text(text, name).problems;
 }
 
 std::string alloc_line(double ts, const std::string& ptr, std::uint64_t bytes, const std::string& category,
@@ -227,7 +233,7 @@ TEST(TraceReader, GarbageAndForeignTracesAreOneLineErrors) {
 TEST(TraceReader, OtherSchemaVersionIsRejected) {
   EXPECT_THAT(
       trace_error_of([] { (void)read_trace(data_path("wrong_schema_version.json")); }),
-      HasSubstr("wrong_schema_version.json: line 2: unsupported schema_version 3 (this reader reads versions 1 to 2)"));
+      HasSubstr("wrong_schema_version.json: line 2: unsupported schema_version 9 (this reader reads versions 1 to 3)"));
 }
 
 TEST(TraceReader, LifetimeEventIsReadAsItsAllocationAndItsFree) {
@@ -279,12 +285,12 @@ TEST(TraceReader, ALifetimesEndIsTheSameInstantAsAnEqualTimestamp) {
 }
 
 TEST(TraceReader, LifetimesNeedSchemaTwoAndADurationAndFreeApi) {
-  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({lifetime_line(1, 1, "0x1", 8)}, true, 1), "t")),
+  EXPECT_THAT(problems_of(trace_text({lifetime_line(1, 1, "0x1", 8)}, true, 1), "t"),
               ::testing::ElementsAre("t: event 1: alloc: ph: expected \"i\", found \"X\" (line 3)"));
   std::string bare = lifetime_line(1, 1, "0x1", 8);
   bare.replace(bare.find(R"(,"dur":)"), bare.find(R"(,"args")") - bare.find(R"(,"dur":)"), "");
   bare.replace(bare.find(R"(,"free_api":"cuMemFree_v2")"), 26, "");
-  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({bare}, true, 2), "t")),
+  EXPECT_THAT(problems_of(trace_text({bare}, true, 2), "t"),
               ::testing::ElementsAre("t: event 1: alloc: missing dur (line 3)",
                                      "t: event 1: alloc: missing args.free_api (line 3)"));
 }
@@ -294,15 +300,14 @@ TEST(TraceReader, SlicesOnOneThreadMustNest) {
       R"({"ph":"X","cat":"capture","name":"capture","pid":7,"tid":7,"ts":10,"dur":10,"args":{"capture_id":1,)"
       R"("stream":"0x5","mode":"global","status":"ok","allocated_bytes":0}})";
   // Inside the window, touching its ends, and on another thread: all fine.
-  EXPECT_THAT(kvremap::trace::validate(
-                  parse_trace(trace_text({capture, lifetime_line(10, 1, "0x1", 8), lifetime_line(19, 1, "0x2", 8),
+  EXPECT_THAT(problems_of(trace_text({capture, lifetime_line(10, 1, "0x1", 8), lifetime_line(19, 1, "0x2", 8),
                                           lifetime_line(20, 3, "0x3", 8), lifetime_line(15, 30, "0x4", 8, 8)},
                                          true, 2),
-                              "t")),
+                              "t"),
               ::testing::IsEmpty());
   // Starting inside and ending after it: Perfetto could not place it.
   EXPECT_THAT(
-      kvremap::trace::validate(parse_trace(trace_text({capture, lifetime_line(19.5, 0.501, "0x1", 8)}, true, 2), "t")),
+      problems_of(trace_text({capture, lifetime_line(19.5, 0.501, "0x1", 8)}, true, 2), "t"),
       ::testing::ElementsAre(
           "t: event 2: alloc: overlaps event 1 (capture) on thread 7 without nesting inside it (line 4)"));
 }
@@ -325,7 +330,7 @@ TEST(TraceReader, AnAsyncCapturePairIsOneWindowAndAnUnendedOneIsLeftOut) {
   EXPECT_THAT(kvremap::trace::validate(trace), ::testing::IsEmpty());
   std::string no_id = end3;
   no_id.replace(no_id.find(R"("id":"0x3",)"), 11, "");
-  EXPECT_THAT(kvremap::trace::validate(parse_trace(trace_text({begin3, no_id}, true, 2), "t")),
+  EXPECT_THAT(problems_of(trace_text({begin3, no_id}, true, 2), "t"),
               ::testing::ElementsAre("t: event 2: capture: missing id (line 4)"));
 }
 
@@ -367,7 +372,7 @@ TEST(TraceReader, UnknownFieldsAndCategoriesOfEventsAreKeptWithoutComplaint) {
 }
 
 TEST(TraceReader, ValidateNamesEveryProblemWithEventAndLine) {
-  const std::vector<std::string> problems = kvremap::trace::validate(read_trace(data_path("schema_problems.json")));
+  const std::vector<std::string> problems = kvremap::trace::validate_file(data_path("schema_problems.json")).problems;
   const std::string file = data_path("schema_problems.json");
   EXPECT_THAT(problems,
               ::testing::ElementsAre(
@@ -388,27 +393,48 @@ TEST(TraceReader, ValidateChecksSummaryPlacementAndRepeatedHeader) {
       R"("library_version":"0.1.0","exit":"SIGTERM","duration_us":9,"devices":[{"device":0,"total_bytes":1,)"
       R"("categories":{"kv":{"live_bytes":0,"peak_bytes":0,"peak_ts":0,"allocated_bytes":0,"allocations":0,"frees":0}}}],)"
       R"("checkpoints":[],"counts":{"captures":0,"graph_launches":0,"kernel_launches":0,"module_loads":0},"options":{}}})";
-  const Trace trace = parse_trace(trace_text({summary_line, kHeaderLine}), "t");
-  const std::vector<std::string> problems = kvremap::trace::validate(trace);
+  const std::string text = trace_text({summary_line, kHeaderLine});
+  const std::vector<std::string> problems = problems_of(text, "t");
   EXPECT_THAT(problems, ::testing::Contains(HasSubstr("t: event 1: summary: the summary is not the last event")));
   EXPECT_THAT(problems, ::testing::Contains(HasSubstr("missing args.devices[0].categories.graph_pool (line 3)")));
   EXPECT_THAT(problems,
               ::testing::Contains(HasSubstr("t: event 2: kvremap_trace: a second kvremap_trace metadata event")));
-  EXPECT_EQ(trace.summary->exit, "SIGTERM");
+  EXPECT_THROW(parse_trace(text, "t"), kvremap::trace::SchemaError);
 }
 
-TEST(TraceReader, MistypedFieldsReadAsDefaultsInsteadOfThrowing) {
-  const Trace trace = parse_trace(
-      trace_text(
-          {R"({"ph":"i","cat":"alloc","name":"alloc","pid":7,"tid":"seven","ts":"soon","args":{"bytes":-5,"ptr":12,"device":"0"}})",
-           R"({"ph":"i","cat":"alloc","name":"free","pid":7,"tid":7,"ts":1,"args":[1,2]})"}),
-      "t");
-  ASSERT_EQ(trace.allocs.size(), 1u);
-  EXPECT_EQ(trace.allocs[0].bytes, 0u);
-  EXPECT_EQ(trace.allocs[0].ptr, "");
-  EXPECT_DOUBLE_EQ(trace.allocs[0].event.ts_us, 0);
-  EXPECT_THAT(kvremap::trace::validate(trace),
-              ::testing::Contains(HasSubstr("event 2: free: args: expected an object")));
+// A reader takes nothing from an event validate would not accept: whatever it keeps (raw events,
+// typed records, a callback), the first problem stops it with validate's line, and the callback never
+// sees the bad event.
+TEST(TraceReader, AnEventThatBreaksTheSchemaIsRefusedWithValidatesFirstLine) {
+  const std::string text = trace_text(
+      {alloc_line(1, "0x1", 8, "kv"),
+       R"({"ph":"i","cat":"alloc","name":"alloc","pid":7,"tid":"seven","ts":"soon","args":{"bytes":-5,"ptr":12,"device":"0"}})",
+       R"({"ph":"i","cat":"alloc","name":"free","pid":7,"tid":7,"ts":1,"args":[1,2]})"});
+  const std::vector<std::string> problems = problems_of(text, "t");
+  ASSERT_THAT(problems, ::testing::Contains(HasSubstr("event 3: free: args: expected an object")));
+  EXPECT_EQ(problems.front(), "t: event 2: alloc: tid: expected an integer, found \"seven\" (line 4)");
+  for (const bool raw : {true, false}) {
+    for (const bool scan : {true, false}) {
+      std::size_t seen = 0;
+      kvremap::trace::ReadOptions options{.keep_raw_events = raw, .scan_hot_lines = scan};
+      const bool callback = !raw && !scan;  // a callback sends every line through the parser
+      if (callback) {
+        options.on_event = [&seen](const nlohmann::json&, std::size_t, std::size_t, const kvremap::trace::Header&) {
+          ++seen;
+        };
+      }
+      try {
+        parse_trace(text, "t", options);
+        ADD_FAILURE() << "read a trace that breaks the schema";
+      } catch (const kvremap::trace::SchemaError& error) {
+        EXPECT_EQ(std::string(error.what()), problems.front());
+        EXPECT_EQ(error.source(), "t");
+      }
+      if (callback) {
+        EXPECT_EQ(seen, 2u) << "the header and the good allocation only";
+      }
+    }
+  }
 }
 
 TEST(TraceReader, WithoutRawEventsTypedRecordsRemainAndValidateSaysWhy) {
@@ -594,18 +620,38 @@ TEST(TraceReaderStreaming, EventCallbackSeesEveryEventInOrderWithTheHeaderRead) 
   EXPECT_EQ(schemas.back(), 1);
 }
 
+// validate_file, validate_text and the readers agree: the same problems from a file and from its
+// text, and a reader refuses exactly the files with problems, with the first of them.
+void expect_readers_agree_with_validate(const std::string& path) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(path);
+  EXPECT_EQ(streamed.problems, kvremap::trace::validate_text(text, path).problems);
+  EXPECT_TRUE(streamed.trace.events.empty());
+  EXPECT_TRUE(streamed.trace.allocs.empty());
+  if (streamed.problems.empty()) {
+    const Trace whole = read_trace(path);
+    EXPECT_THAT(kvremap::trace::validate(whole), ::testing::IsEmpty());
+    EXPECT_EQ(streamed.trace.event_count, whole.event_count);
+    EXPECT_EQ(streamed.trace.complete, whole.complete);
+    EXPECT_EQ(streamed.trace.truncated, whole.truncated);
+    return;
+  }
+  for (const bool raw : {true, false}) {
+    try {
+      read_trace(path, {.keep_raw_events = raw});
+      ADD_FAILURE() << "read a trace with problems";
+    } catch (const kvremap::trace::SchemaError& error) {
+      EXPECT_EQ(std::string(error.what()), streamed.problems.front());
+    }
+  }
+}
+
 TEST(TraceReaderStreaming, ValidateFileSaysWhatValidateSaysOfTheWholeTrace) {
   for (const char* name : {"complete.json", "schema_problems.json", "missing_close_bracket.json",
                            "killed_mid_line.json", "killed_after_comma.json"}) {
     SCOPED_TRACE(name);
-    const Trace whole = read_trace(data_path(name));
-    const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(data_path(name));
-    EXPECT_EQ(streamed.problems, kvremap::trace::validate(whole));
-    EXPECT_EQ(streamed.trace.event_count, whole.event_count);
-    EXPECT_EQ(streamed.trace.complete, whole.complete);
-    EXPECT_EQ(streamed.trace.truncated, whole.truncated);
-    EXPECT_TRUE(streamed.trace.events.empty());
-    EXPECT_TRUE(streamed.trace.allocs.empty());
+    expect_readers_agree_with_validate(data_path(name));
   }
   // Cross-event checks: a summary followed by an event, slices that do not nest, a second header.
   const std::string summary = R"({"ph":"i","cat":"summary","name":"summary","pid":7,"tid":7,"ts":5,"args":{}})";
@@ -615,10 +661,15 @@ TEST(TraceReaderStreaming, ValidateFileSaysWhatValidateSaysOfTheWholeTrace) {
   const TempFile file("cross.json",
                       trace_text({summary, capture, lifetime_line(19, 2, "0x1", 8), kHeaderLine}, true, 2));
   const kvremap::trace::FileValidation streamed = kvremap::trace::validate_file(file.path());
-  EXPECT_EQ(streamed.problems, kvremap::trace::validate(read_trace(file.path())));
+  expect_readers_agree_with_validate(file.path());
   EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("event 1: summary: the summary is not the last event")));
   EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("event 3: alloc: overlaps event 2 (capture)")));
   EXPECT_THAT(streamed.problems, ::testing::Contains(HasSubstr("a second kvremap_trace metadata event")));
+  // Slices that do not nest are known only at the end: the reader refuses the file then.
+  const TempFile overlap("overlap.json", trace_text({capture, lifetime_line(19, 2, "0x1", 8)}, false, 2));
+  expect_readers_agree_with_validate(overlap.path());
+  EXPECT_THAT(kvremap::trace::validate_file(overlap.path()).problems,
+              ::testing::ElementsAre(HasSubstr("event 2: alloc: overlaps event 1 (capture)")));
 }
 
 }  // namespace
@@ -647,11 +698,28 @@ TEST(TraceReaderRobustness, ProblemsStayOneLineWhateverTheNamesHold) {
 {"ph":"M","cat":"kvremap","name":"kvremap_trace","pid":1,"tid":1,"ts":0,"args":{"schema_version":2}}
 ,{"ph":"i","cat":"memory","name":"alloc\tx\ny","pid":1,"tid":1,"ts":1,"s":"t","args":{}}
 )");
-  const auto trace = kvremap::trace::parse_trace(text, "names.json");
-  const auto problems = kvremap::trace::validate(trace);
+  const auto problems = problems_of(text, "names.json");
   ASSERT_FALSE(problems.empty());
   for (const std::string& p : problems)
     for (const char c : p) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << p;
+}
+
+// The KV placement counter's parts add up to the cache's size; validate says so where they do not.
+TEST(TraceReaderRobustness, AKvCounterWhosePartsDoNotAddUpIsAProblem) {
+  const auto text = [](const char* args) {
+    return trace_text(
+        {std::string(R"({"ph":"C","cat":"memory","pid":4242,"tid":4242,"ts":1,"name":"device 0 kv bytes","args":)") +
+         args + "}"},
+        true, 3);
+  };
+  EXPECT_EQ(problems_of(text(R"({"reserved":10,"device":4,"scratch":0,"host":6})"), "kv.json"),
+            std::vector<std::string>{});
+  const auto problems = problems_of(text(R"({"reserved":10,"device":4,"scratch":4,"host":6})"), "kv.json");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("device + scratch + host must equal reserved"));
+  const auto missing = problems_of(text(R"({"reserved":10,"device":10})"), "kv.json");
+  ASSERT_FALSE(missing.empty());
+  EXPECT_THAT(missing[0], HasSubstr("scratch"));
 }
 
 // The hot-line scanner against the JSON parser: every hot event kind in the writer's exact shape,
@@ -702,6 +770,8 @@ const std::vector<std::string> kOddHotLines = {
     R"("}})",
     R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":28,"args":{"ptr":"0x4","bytes":1}}})",
     R"({"ph":"i","cat":"alloc","pid":7,"tid":9,"name":"alloc","s":"t","ts":29,"args":{"ptr":"0x4","bytes":1}}x)",
+    // The writer's KV placement counter: not a hot line, the parser's.
+    R"({"ph":"C","cat":"memory","pid":7,"tid":9,"ts":6.000,"name":"device 0 kv bytes","args":{"reserved":8192,"device":0,"scratch":8192,"host":0}})",
 };
 
 // Everything the reader made of a trace, as text, so that two reads compare in one assertion.
@@ -720,6 +790,11 @@ std::string describe(const Trace& trace) {
   for (const auto& m : trace.frees) memory("free", m);
   for (const auto& c : trace.counters) {
     out += "counter " + ref(c.event) + " device " + std::to_string(c.device);
+    for (const auto& [name, bytes] : c.bytes_by_category) out += " " + name + "=" + std::to_string(bytes);
+    out += "\n";
+  }
+  for (const auto& c : trace.kv_counters) {
+    out += "kv counter " + ref(c.event) + " device " + std::to_string(c.device);
     for (const auto& [name, bytes] : c.bytes_by_category) out += " " + name + "=" + std::to_string(bytes);
     out += "\n";
   }
@@ -781,7 +856,7 @@ TEST(TraceReaderHotLines, ScannerTakesEveryWriterHotLine) {
 TEST(TraceReaderHotLines, ScannerLeavesOtherEventsToTheParser) {
   for (const std::string& line :
        {kHeaderLine, std::string(R"({"ph":"i","cat":"checkpoint","name":"memory query","pid":7,"tid":7,"ts":1,"args":{}})"),
-        kOddHotLines[7], kOddHotLines[8], kOddHotLines[11], kOddHotLines[24]}) {
+        kOddHotLines[7], kOddHotLines[8], kOddHotLines[11], kOddHotLines[24], kOddHotLines.back()}) {
     kvremap::trace::detail::ScannedEvent event;
     EXPECT_FALSE(kvremap::trace::detail::scan_hot_line(line, event)) << line;
   }
@@ -821,7 +896,6 @@ TEST(TraceReaderKvEvents, ReadsEachKindOnceAndLeavesMistypedFieldsEmpty) {
           R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":2,"name":"kv committed","s":"g","args":{"device":0,"kv_bytes":4096,"device_bytes":3072,"host_bytes":1024,"margin_bytes":-5,"trigger":"query","post_kv_peaks":{"other":{"at_kv_end":1,"peak":3,"peak_above":2}}}})",
           R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":3,"name":"kv sizing adjusted","s":"g","args":{"shift_bytes":1.5,"profile":"p.json","device":"0"}})",
           R"({"ph":"i","cat":"kv","pid":7,"tid":7,"ts":4,"name":"kv something new","s":"g","args":{"device":1,"host_bytes":-1}})",
-          R"({"ph":"i","cat":"checkpoint","pid":7,"tid":7,"ts":5,"name":"memory query","s":"g","args":{"device":0}})",
       }),
       "kv.json");
   const std::vector<kvremap::trace::KvEvent> events = kvremap::trace::kv_events(trace);
@@ -851,6 +925,63 @@ TEST(TraceReaderKvEvents, ReadsEachKindOnceAndLeavesMistypedFieldsEmpty) {
   EXPECT_FALSE(events[3].host_bytes.has_value());
 }
 
+
+// The writer's last event when the file could not grow: the reader keeps why and when, and the
+// checks want its error to be a string.
+TEST(TraceReaderStop, ATraceStoppedEventSaysWhyAndWhenAndAHeaderOnlyTraceIsEmpty) {
+  const std::string stop =
+      R"({"ph":"i","cat":"kvremap","name":"trace stopped","pid":7,"tid":0,"ts":2500.5,"s":"p","args":{"error":"File too large"}})";
+  const Trace trace = parse_trace(trace_text({alloc_line(1, "0x1", 8, "kv"), stop}, false), "t");
+  EXPECT_EQ(trace.stopped, "File too large");
+  EXPECT_EQ(trace.stopped_at_us, 2500.5);
+  EXPECT_EQ(trace.metadata_events, 1u);
+  EXPECT_EQ(trace.event_count, 3u);
+  std::string bad = stop;
+  bad.replace(bad.find(R"("File too large")"), 16, "27");
+  EXPECT_THAT(problems_of(trace_text({bad}, false), "t"),
+              ::testing::ElementsAre("t: event 1: trace stopped: args.error: expected a string, found 27 (line 3)"));
+  const Trace empty = parse_trace(trace_text({}, false), "t");
+  EXPECT_EQ(empty.event_count, empty.metadata_events);
+  EXPECT_TRUE(empty.stopped.empty());
+  EXPECT_THAT(problems_of(trace_text({}, false), "t"), ::testing::IsEmpty());
+}
+
+// Problems found before a line that ends the reading are listed, that line last: so the first line
+// validate prints is where a reader stops.
+TEST(TraceReaderStop, ProblemsBeforeAnUnreadableLineComeFirstAndItLast) {
+  const std::string text = trace_text({alloc_line(1, "0x1", 8, "weights"), "{not json", alloc_line(2, "0x2", 8, "kv")});
+  EXPECT_THAT(problems_of(text, "t"),
+              ::testing::ElementsAre(HasSubstr("t: event 1: alloc: args.category: expected one of"),
+                                     HasSubstr("t: line 4: not a JSON event")));
+  try {
+    parse_trace(text, "t");
+    ADD_FAILURE() << "read a trace with problems";
+  } catch (const kvremap::trace::SchemaError& error) {
+    EXPECT_EQ(std::string(error.what()), problems_of(text, "t").front());
+  }
+  // With no problem before it, the unreadable line is the TraceError it always was.
+  EXPECT_THROW(kvremap::trace::validate_text(trace_text({"{not json", alloc_line(2, "0x2", 8, "kv")}), "t"),
+               TraceError);
+}
+
+// A hot line the scanner takes and calls conforming gets no problem from the full checks.
+TEST(TraceReaderHotLines, ALineTheScanCallsConformingHasNoProblem) {
+  std::vector<std::string> lines = kWriterHotLines;
+  lines.insert(lines.end(), kOddHotLines.begin(), kOddHotLines.end());
+  std::size_t conforming = 0;
+  for (const int schema : {1, 2}) {
+    for (const std::string& line : lines) {
+      kvremap::trace::detail::ScannedEvent event;
+      if (!kvremap::trace::detail::scan_hot_line(line, event) ||
+          !kvremap::trace::detail::hot_line_conforms(event, schema))
+        continue;
+      ++conforming;
+      kvremap::trace::ReadOptions json_only{.keep_raw_events = false, .scan_hot_lines = false};
+      EXPECT_NO_THROW(parse_trace(trace_text({line}, true, schema), "t", json_only)) << line;
+    }
+  }
+  EXPECT_GE(conforming, 12u) << "the writer's lines conform";
+}
 
 // "cat" is optional and of any type in the schema: an event whose "cat" is not a string reads and
 // validates, even under the name the writer gives its "trace stopped" event, which then is not it.

@@ -274,6 +274,29 @@ TEST_F(Tracker, PostKvWindowsMeasureFromTheEndOfTheBurst) {
   EXPECT_EQ(post_kv_windows(3)[tracker_detail::index_of(Category::other)].peak, mib(65));
 }
 
+// A sleep and wake: a VMM handle the wake created moves to KV, and the peaks start again from what is live,
+// each category's level at the window's start kept (what came and went while the KV slept is gone from them).
+TEST_F(Tracker, AWakesHandleIsKvAndThePeaksRestartFromWhatIsLive) {
+  on_alloc(0x10, 64 * kMiB, AllocKind::kVmmHandle, "cuMemCreate", nullptr, 2);  // the weights
+  start_post_kv_peaks(2, false);
+  on_alloc(0x3000, 30 * kMiB, AllocKind::kPlain, "cudaMalloc", nullptr, 2);  // while asleep: a trainer's
+  on_free(0x3000, AllocKind::kPlain, "cudaFree");
+  on_alloc(0x20, 100 * kMiB, AllocKind::kVmmHandle, "cuMemCreate", nullptr, 2);  // the wake's KV tensor
+  EXPECT_EQ(post_kv_windows(2)[tracker_detail::index_of(Category::vmm)].peak, mib(164));
+  reclassify_handle(0x20, Category::kv);
+  EXPECT_EQ(live(2, Category::vmm), mib(64));
+  EXPECT_EQ(live(2, Category::kv), mib(100));
+  restart_post_kv_peaks(2);
+  const auto vmm = post_kv_windows(2)[tracker_detail::index_of(Category::vmm)];
+  EXPECT_EQ(vmm.at_start, mib(64));
+  EXPECT_EQ(vmm.peak, mib(64));
+  EXPECT_EQ(post_kv_windows(2)[tracker_detail::index_of(Category::other)].peak, 0);
+  // Released, the handle's bytes leave the category it is in now.
+  tracked_free(0x20, Held::kVmmHandle, "cuMemRelease", 0, [] { return 0; });
+  EXPECT_EQ(live(2, Category::kv), 0);
+  EXPECT_EQ(live(2, Category::vmm), mib(64));
+}
+
 TEST_F(Tracker, NothingIsKnownOfADeviceNeverSeen) {
   EXPECT_FALSE(kv_window(7));
   EXPECT_FALSE(kv_burst_recognised(7));

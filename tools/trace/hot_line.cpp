@@ -182,7 +182,8 @@ bool scan_hot_line(std::string_view line, ScannedEvent& event) {
   // Field by field: clearing the whole args array for each of millions of lines shows in the profile.
   event.ph = event.cat = event.name = std::string_view();
   event.ts_us = event.dur_us = 0;
-  event.tid = 0;
+  event.pid = event.tid = 0;
+  event.has_pid = event.has_dur = false;
   event.arg_count = 0;
   Cursor cursor(line);
   if (!cursor.take('{')) return false;
@@ -212,8 +213,13 @@ bool scan_hot_line(std::string_view line, ScannedEvent& event) {
       case 5: {
         const std::optional<std::uint64_t> number = cursor.integer();
         if (!number) return false;
-        if (which == 5) {
-          event.tid = *number > static_cast<std::uint64_t>(kInt64Max) ? kInt64Max : static_cast<std::int64_t>(*number);
+        const std::int64_t value =
+            *number > static_cast<std::uint64_t>(kInt64Max) ? kInt64Max : static_cast<std::int64_t>(*number);
+        if (which == 4) {
+          event.pid = value;
+          event.has_pid = true;
+        } else {
+          event.tid = value;
           has_tid = true;
         }
         break;
@@ -224,6 +230,7 @@ bool scan_hot_line(std::string_view line, ScannedEvent& event) {
         if (!number) return false;
         (which == 6 ? event.ts_us : event.dur_us) = *number;
         has_ts = has_ts || which == 6;
+        event.has_dur = event.has_dur || which == 7;
         break;
       }
       default:

@@ -25,7 +25,10 @@ struct ScannedEvent {
   std::string_view name;
   double ts_us = 0;
   double dur_us = 0;
+  std::int64_t pid = 0;
   std::int64_t tid = 0;
+  bool has_pid = false;  // tid, ts and args are always there: scan_hot_line() needs them
+  bool has_dur = false;
   std::array<ScannedValue, kMaxScannedArgs> args;
   std::size_t arg_count = 0;
 

@@ -11,7 +11,8 @@
 namespace kvremap::trace::detail {
 
 // The member `key` of `object`, or nullptr when `object` is not an object or lacks it. The reader
-// must never throw on a mistyped field (validate() reports those), so all access goes through here.
+// must never throw on a mistyped field (the schema checks, which read the same events, word those), so
+// all access goes through here.
 inline const nlohmann::json* member(const nlohmann::json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto found = object.find(key);

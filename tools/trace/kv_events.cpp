@@ -32,7 +32,7 @@ std::optional<std::int64_t> signed_field(const json& args, std::string_view name
 }
 
 KvEvent::Kind kind_of(std::string_view name) {
-  static constexpr std::array<std::pair<std::string_view, KvEvent::Kind>, 9> kKinds{{
+  static constexpr std::array<std::pair<std::string_view, KvEvent::Kind>, 10> kKinds{{
       {"kv arena reserved", KvEvent::Kind::arena_reserved},
       {"kv arena refused", KvEvent::Kind::arena_refused},
       {"kv deferred", KvEvent::Kind::deferred},
@@ -42,6 +42,7 @@ KvEvent::Kind kind_of(std::string_view name) {
       {"kv sizing adjusted", KvEvent::Kind::sizing_adjusted},
       {"kv profile written", KvEvent::Kind::profile_written},
       {"kv restart", KvEvent::Kind::restart},
+      {"kv serving overflow", KvEvent::Kind::serving_overflow},
   }};
   for (const auto& [known, kind] : kKinds)
     if (known == name) return kind;
@@ -59,6 +60,7 @@ KvEvent read_kv_event(const OtherEvent& other) {
   kv.tensor_bytes = unsigned_field(a, "tensor_bytes");
   kv.deferred_bytes = unsigned_field(a, "deferred_bytes");
   kv.scratch_bytes = unsigned_field(a, "scratch_bytes");
+  kv.bytes = unsigned_field(a, "bytes");
   kv.kv_bytes = unsigned_field(a, "kv_bytes");
   kv.tensors = unsigned_field(a, "tensors");
   kv.device_bytes = unsigned_field(a, "device_bytes");

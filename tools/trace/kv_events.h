@@ -31,6 +31,7 @@ struct KvEvent {
     sizing_adjusted,
     profile_written,
     restart,
+    serving_overflow,
     other,
   };
   EventRef event;
@@ -42,6 +43,7 @@ struct KvEvent {
   std::optional<std::uint64_t> tensor_bytes;
   std::optional<std::uint64_t> deferred_bytes;
   std::optional<std::uint64_t> scratch_bytes;
+  std::optional<std::uint64_t> bytes;  // "kv serving overflow": the allocation carried on host memory
   // "kv commit plan" and "kv committed" ("kv arena reserved": granularity)
   std::optional<std::uint64_t> kv_bytes;
   std::optional<std::uint64_t> tensors;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "policy/json_depth.h"
+#include "tools/trace/event_validator.h"
 #include "tools/trace/hot_line.h"
 #include "tools/trace/json_access.h"
 
@@ -133,14 +134,14 @@ Summary read_summary(const json& args, EventRef ref) {
   return summary;
 }
 
-// "device 3 bytes" → 3; the device is only in the name because Perfetto groups counters by name.
-std::optional<int> counter_device(std::string_view name) {
+// "device 3 bytes" → 3 (with `suffix` " kv bytes": the KV placement counter's); the device is only in the
+// name because Perfetto groups counters by name.
+std::optional<int> counter_device(std::string_view name, std::string_view suffix = " bytes") {
   constexpr std::string_view kPrefix = "device ";
-  constexpr std::string_view kSuffix = " bytes";
-  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
+  if (name.size() <= kPrefix.size() + suffix.size() || !name.starts_with(kPrefix) || !name.ends_with(suffix)) {
     return std::nullopt;
   }
-  const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - suffix.size());
   int device = 0;
   for (char c : digits) {
     if (c < '0' || c > '9' || device > 100000) return std::nullopt;
@@ -211,7 +212,7 @@ class EventSorter {
     }
     const std::optional<int> device = counter_device(event.name);
     if (!device) return false;
-    file_counter(*device, ref, [&event](std::map<std::string, std::uint64_t>& bytes) {
+    file_counter(trace_.counters, *device, ref, [&event](std::map<std::string, std::uint64_t>& bytes) {
       for (std::size_t i = 0; i < event.arg_count; ++i) {
         const detail::ScannedValue& value = event.args[i];
         bytes[std::string(value.key)] = value.is_string ? 0 : value.number;
@@ -234,9 +235,11 @@ class EventSorter {
       return true;
     }
     if (cat == "memory" && ph == "C") {
-      const std::optional<int> device = counter_device(name);
+      const std::optional<int> kv_device = counter_device(name, " kv bytes");
+      const std::optional<int> device = kv_device ? kv_device : counter_device(name);
       if (!device) return false;
-      file_counter(*device, ref, [&args](std::map<std::string, std::uint64_t>& bytes) {
+      file_counter(kv_device ? trace_.kv_counters : trace_.counters, *device, ref,
+                   [&args](std::map<std::string, std::uint64_t>& bytes) {
         if (!args.is_object()) return std::size_t{0};
         for (const auto& [category, value] : args.items()) {
           bytes[category] = detail::is_non_negative_integer(value) ? value.get<std::uint64_t>() : 0;
@@ -295,10 +298,10 @@ class EventSorter {
 
   // `fill` puts a sample's bytes per category into a map and returns how many members it had.
   template <typename Fill>
-  void file_counter(int device, const EventRef& ref, Fill fill) {
+  void file_counter(std::vector<CounterSample>& samples, int device, const EventRef& ref, Fill fill) {
     if (!keep_every_counter_sample_) {
       // Only the latest sample per device: what a killed process's last memory state needs.
-      for (CounterSample& kept : trace_.counters) {
+      for (CounterSample& kept : samples) {
         if (kept.device != device) continue;
         if (ref.ts_us < kept.event.ts_us) return;
         kept.event = ref;
@@ -313,7 +316,7 @@ class EventSorter {
     }
     CounterSample sample{ref, device, {}};
     fill(sample.bytes_by_category);
-    trace_.counters.push_back(std::move(sample));
+    samples.push_back(std::move(sample));
   }
 
   // An allocation lifetime (an "alloc" complete event) is also the free that ended it, at the end of
@@ -428,12 +431,16 @@ bool is_metadata_named(const json& event, std::string_view name) {
 
 // Takes the text one line at a time, exactly once. A line that does not parse is held back: if it
 // turns out to be the last line of an unfinished file it is the truncated tail, otherwise an error.
+// Every event goes through the schema checks before anything is taken from it; the first problem
+// is thrown, or, given `collected` (validate_file), every problem is kept there.
 class TraceParser {
  public:
-  TraceParser(std::string source, const ReadOptions& options)
+  TraceParser(std::string source, const ReadOptions& options, std::vector<std::string>* collected = nullptr)
       : options_(options),
         sorter_(trace_, options),
-        scan_hot_lines_(options.scan_hot_lines && !options.keep_raw_events && !options.on_event) {
+        scan_hot_lines_(options.scan_hot_lines && !options.keep_raw_events && !options.on_event),
+        validator_(source),
+        collected_(collected) {
     trace_.source = std::move(source);
   }
 
@@ -513,9 +520,13 @@ class TraceParser {
       hold_unparsed(line_number, "a separating ',' with no event after it");
       return;
     }
-    // Hot lines are all but a few of a large trace's; after the header they skip the JSON parser.
+    // Hot lines are all but a few of a large trace's; after the header they skip the JSON parser
+    // when the scan shows they conform (any other goes through the parser and the full checks).
     if (scan_hot_lines_ && header_seen_ && detail::scan_hot_line(line, scanned_) &&
+        detail::hot_line_conforms(scanned_, trace_.header.schema_version) &&
         (!options_.keep_records || sorter_.add_hot(scanned_, trace_.event_count, line_number))) {
+      validator_.add_conforming_hot(scanned_, trace_.event_count, line_number);
+      refuse_on_problem(line_number);
       ++trace_.event_count;
       return;
     }
@@ -542,6 +553,15 @@ class TraceParser {
     }
   }
 
+  // Reading stops at the first schema problem, unless every problem is being collected: then they
+  // go to `collected` as they are found, so that an error later in the file comes after them.
+  void refuse_on_problem(std::size_t line_number) {
+    if (validator_.problems().empty()) return;
+    if (collected_ == nullptr) throw SchemaError(validator_.problems().front(), trace_.source, line_number);
+    std::vector<std::string> found = validator_.take_problems();
+    collected_->insert(collected_->end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+  }
+
   void hold_unparsed(std::size_t line_number, std::string problem) {
     unparsed_line_ = line_number;
     unparsed_problem_ = std::move(problem);
@@ -559,21 +579,24 @@ class TraceParser {
             "not a kvremap trace: the first event must be the kvremap_trace metadata, found " + excerpt(line));
       }
     }
-    if (is_header && !header_seen_) {
+    const bool takes_header = is_header && !header_seen_;
+    if (takes_header) {
       std::string process_name = std::move(trace_.header.process_name);  // a process_name event may come first
       trace_.header = read_header(event, trace_.source, line_number);
       trace_.header.process_name = std::move(process_name);
       header_seen_ = true;
-    } else if (options_.keep_records) {
+    }
+    validator_.add(event, index, line_number, trace_.header.schema_version);
+    refuse_on_problem(line_number);
+    if (string_at(event, "ph") == "M") ++trace_.metadata_events;
+    if (!takes_header && options_.keep_records) {
       sorter_.add(event, index, line_number);  // a repeated header is kept as an OtherEvent
     }
-    // The writer's last word when the file could not grow (docs/trace-format.md).
+    // The writer's last word when the file could not grow (docs/trace-format.md); the checks have
+    // made sure args.error is a string.
     if (string_at(event, "name") == "trace stopped" && string_at(event, "cat") == "kvremap") {
-      const auto args = event.find("args");
-      trace_.stopped = args != event.end() && args->is_object() && args->contains("error") &&
-                               (*args)["error"].is_string()
-                           ? (*args)["error"].get<std::string>()
-                           : std::string("unknown error");
+      trace_.stopped = string_at(args_of(event), "error");
+      trace_.stopped_at_us = number_at(event, "ts");
     }
     if (options_.on_event) options_.on_event(event, index, line_number, trace_.header);
     ++trace_.event_count;
@@ -595,6 +618,8 @@ class TraceParser {
       throw TraceError(trace_.source, last_line,
                        "not a kvremap trace: the file ends before the kvremap_trace metadata event");
     }
+    validator_.finish();  // the nesting of complete events, known only now
+    refuse_on_problem(last_line);
     sorter_.finish();
     return std::move(trace_);
   }
@@ -609,6 +634,8 @@ class TraceParser {
   std::size_t unparsed_line_ = 0;
   std::string unparsed_problem_;
   std::size_t lines_taken_ = 0;
+  detail::EventValidator validator_;
+  std::vector<std::string>* collected_;
 };
 
 // Closes a file descriptor when the reader is done with it, however it leaves.
@@ -664,7 +691,46 @@ Trace parse_trace(std::string_view text, std::string source_name, const ReadOpti
   return TraceParser(std::move(source_name), options).parse(text);
 }
 
-Trace read_trace(const std::string& path, const ReadOptions& options) {
+namespace {
+
+// What validate_file/validate_text keep: no raw events, no typed records (so nothing is taken from
+// an event that has problems), and the hot-line scanner on.
+const ReadOptions kValidationOptions{.keep_raw_events = false, .keep_records = false};
+
+Trace read_file(const std::string& path, const ReadOptions& options, std::vector<std::string>* collected);
+
+// A file that stops being a trace after events with problems: those problems, then the error as the
+// last one, which is where a reader stops too (at the first of them).
+template <typename Read>
+FileValidation validation_of(Read read) {
+  FileValidation result;
+  try {
+    result.trace = read(&result.problems);
+  } catch (const TraceError& error) {
+    if (result.problems.empty()) throw;
+    result.problems.emplace_back(error.what());
+  }
+  return result;
+}
+
+}  // namespace
+
+FileValidation validate_text(std::string_view text, std::string source_name) {
+  return validation_of([&](std::vector<std::string>* problems) {
+    return TraceParser(std::move(source_name), kValidationOptions, problems).parse(text);
+  });
+}
+
+FileValidation validate_file(const std::string& path) {
+  return validation_of(
+      [&](std::vector<std::string>* problems) { return read_file(path, kValidationOptions, problems); });
+}
+
+Trace read_trace(const std::string& path, const ReadOptions& options) { return read_file(path, options, nullptr); }
+
+namespace {
+
+Trace read_file(const std::string& path, const ReadOptions& options, std::vector<std::string>* collected) {
   const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) throw TraceError(path, 0, "cannot open: " + errno_text(errno));
   struct stat status {};
@@ -672,7 +738,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   if (S_ISDIR(status.st_mode)) throw TraceError(path, 0, "cannot read: is a directory, not a trace file");
 
   // Fixed-size reads; only the line being assembled grows, up to kMaxLineBytes.
-  TraceParser parser(path, options);
+  TraceParser parser(path, options, collected);
   constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
   std::vector<char> chunk(kChunkBytes);
   std::string line;
@@ -710,5 +776,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   if (!line.empty()) parser.take_line(line);
   return parser.finish();
 }
+
+}  // namespace
 
 }  // namespace kvremap::trace

@@ -47,9 +47,22 @@ class TraceError : public std::runtime_error {
   const std::string& source() const noexcept { return source_; }
   std::size_t line() const noexcept { return line_; }
 
+ protected:
+  struct WholeMessage {};
+  TraceError(WholeMessage, const std::string& message, const std::string& source, std::size_t line)
+      : std::runtime_error(message), source_(source), line_(line) {}
+
  private:
   std::string source_;
   std::size_t line_;
+};
+
+// A trace whose events break the schema: what() is the first problem, word for word the line
+// `kvremap validate` prints for it ("<source>: event <N>: <name>: <problem> (line <L>)").
+class SchemaError : public TraceError {
+ public:
+  SchemaError(const std::string& problem, const std::string& source, std::size_t line)
+      : TraceError(WholeMessage{}, problem, source, line) {}
 };
 
 // Where a typed record came from: its index in Trace::events (0 = first event object), its
@@ -230,6 +243,9 @@ struct Trace {
   std::vector<GraphExecEvent> graph_execs;
   std::vector<ModuleEvent> modules;
   std::vector<CounterSample> counters;
+  // "device <N> kv bytes": where the KV cache kvremap placed lies (bytes_by_category holds reserved, device,
+  // scratch and host); kept as `counters` is.
+  std::vector<CounterSample> kv_counters;
   std::vector<OtherEvent> other_events;
   std::optional<Summary> summary;
   // With ReadOptions::memory_timeline_only: the allocations, frees, graph and module events in replay order.
@@ -237,6 +253,8 @@ struct Trace {
   bool truncated = false;  // an incomplete last line was ignored
   bool complete = false;   // the closing ']' was seen
   std::string stopped;     // the writer's error when the file could not grow ("trace stopped"), or empty
+  double stopped_at_us = 0;  // the "trace stopped" event's ts: when the write that failed was made
+  std::size_t metadata_events = 0;  // "M" events (header, process_name, kvremap_device): all of them = header only
   std::size_t event_count = 0;
   // Every parsed event object in file order (empty when ReadOptions::keep_raw_events is false);
   // event_lines[i] is the 1-based line of events[i].
@@ -272,30 +290,40 @@ struct ReadOptions {
   std::function<void(std::uint64_t bytes_read, std::uint64_t file_bytes)> on_progress = nullptr;
 };
 
+// Every reading of a trace checks each event against the schema as it is read, before anything is
+// taken from it (typed records, the summary, on_event): the checks are validate()'s, and the first
+// problem found is thrown as a SchemaError with the line validate prints for it. No ReadOptions
+// turns the checks off, so a figure a tool prints always comes from events validate accepts.
+//
 // Parses trace text. Throws TraceError when the text is not a kvremap trace at all (garbage, no
 // header, unsupported schema_version, an unparsable line that is not the last one, a line nested
-// deeper than kMaxNestingDepth or longer than kMaxLineBytes, a number beyond a double's range).
-// Events whose fields are missing or mistyped are still read (missing values become defaults);
-// validate() reports them.
+// deeper than kMaxNestingDepth or longer than kMaxLineBytes, a number beyond a double's range), and
+// SchemaError when an event breaks the schema.
 Trace parse_trace(std::string_view text, std::string source_name, const ReadOptions& options = {});
 // Reads and parses a file as a stream, one line in memory at a time: the whole file is never held,
-// so memory is what `options` keeps (typed records, raw events) plus one line. A file that cannot
-// be opened or read, or a directory, is a TraceError at line 0 (or at the line being read).
+// so memory is what `options` keeps (typed records, raw events) plus one line, and a few words per
+// complete ("X") event for the nesting check. A file that cannot be opened or read, or a directory,
+// is a TraceError at line 0 (or at the line being read).
 Trace read_trace(const std::string& path, const ReadOptions& options = {});
 
-// Schema problems, one line each: "<source>: event <N>: <problem> (line <L>)". Empty = conforms.
+// Schema problems of a trace already read, one line each: "<source>: event <N>: <problem> (line <L>)".
+// Empty = conforms, which a Trace that parse_trace() or read_trace() returned always does.
 // A missing ']' or an ignored incomplete last line is not a problem: killed processes leave such files.
 std::vector<std::string> validate(const Trace& trace);
 
-// read_trace() and validate() in one streaming pass that keeps neither raw events nor typed
-// records: memory is one line plus a few words per complete ("X") event for the nesting check,
-// whatever the file's size. `trace` has the header, event_count and the complete/truncated flags;
-// `problems` is what validate() would say. Throws TraceError like read_trace().
+// The reading that lists every problem instead of stopping at the first: one streaming pass that
+// keeps neither raw events nor typed records, so memory is one line plus a few words per complete
+// ("X") event, whatever the file's size. `trace` has the header, event_count, the complete/truncated
+// flags and the stop (Trace::stopped); `problems` are in file order, the nesting problems last.
+// Throws TraceError (never SchemaError) like read_trace() when the file is no trace at all; where
+// that comes after events with problems, its line is the last problem instead (and `trace` is
+// empty), so that the first problem is always where a reader stops.
 struct FileValidation {
   Trace trace;
   std::vector<std::string> problems;
 };
 FileValidation validate_file(const std::string& path);
+FileValidation validate_text(std::string_view text, std::string source_name);
 
 // Per device, per category live and peak bytes recomputed from alloc/free, graph and module events
 // in timestamp order (file order for equal timestamps), to cross-check the summary or stand in for

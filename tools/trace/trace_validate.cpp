@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tools/trace/event_validator.h"
 #include "tools/trace/json_access.h"
 #include "tools/trace/trace_reader.h"
 
@@ -229,7 +230,7 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
                        (cat == "phase" && name.starts_with("phase: ")) || (cat == "capture" && name == "capture") ||
                        (cat == "graph" && one_of(name, {"graph instantiate", "graph exec destroy"})) ||
                        (cat == "module" && one_of(name, {"module load", "module unload"})) ||
-                       (cat == "kvremap" && one_of(name, {"tracking disabled", "option error"})) ||
+                       (cat == "kvremap" && one_of(name, {"tracking disabled", "option error", "trace stopped"})) ||
                        (cat == "oom" && name == "oom snapshot") ||
                        (cat == "summary" && name == "summary");
   if (!defined) return;
@@ -274,8 +275,23 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
     if (name == "alloc") checker.check(args, "args", {{"phase", Kind::phase}, {"caller", Kind::string, false}});
   } else if (cat == "memory") {
     check_expected_ph(checker, event, "C");
+    if (name.starts_with("device ") && name.ends_with(" kv bytes")) {
+      // Where the KV cache kvremap placed lies: its parts add up to its size.
+      checker.check(args, "args",
+                    {{"reserved", Kind::unsigned_integer},
+                     {"device", Kind::unsigned_integer},
+                     {"scratch", Kind::unsigned_integer},
+                     {"host", Kind::unsigned_integer}});
+      const auto part = [&args](const char* key) {
+        const json* v = member(args, key);
+        return v != nullptr && v->is_number_unsigned() ? v->get<std::uint64_t>() : std::uint64_t{0};
+      };
+      if (part("device") + part("scratch") + part("host") != part("reserved"))
+        checker.problem("args: device + scratch + host must equal reserved");
+      return;
+    }
     if (!(name.starts_with("device ") && name.ends_with(" bytes"))) {
-      checker.problem("name: expected \"device <N> bytes\", found \"" + name + "\"");
+      checker.problem("name: expected \"device <N> bytes\" or \"device <N> kv bytes\", found \"" + name + "\"");
     }
     for (std::string_view category : kCategories) checker.check_field(args, "args", {category, Kind::unsigned_integer});
   } else if (cat == "checkpoint") {
@@ -320,6 +336,7 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
   } else if (cat == "kvremap") {
     check_expected_ph(checker, event, "i");
     if (name == "tracking disabled") checker.check(args, "args", {{"reason", Kind::string}});
+    if (name == "trace stopped") checker.check(args, "args", {{"error", Kind::string}});
     if (name == "option error") {
       checker.check(args, "args", {{"variable", Kind::string}, {"value", Kind::string}, {"message", Kind::string}});
     }
@@ -332,103 +349,129 @@ void check_known_event(EventChecker& checker, const json& event, int header_sche
   }
 }
 
-// Checks events one at a time, in file order, keeping only what the checks across events need:
-// whether the header was seen, the summary's message while it may still be followed by an event,
-// and the span of each complete event ("X": capture windows, allocation lifetimes) for the nesting
-// check, which runs at the end.
-class EventValidator {
- public:
-  explicit EventValidator(std::string source) : source_(std::move(source)) {}
-
-  void add(const json& event, std::size_t index, std::size_t line, int header_schema) {
-    if (!summary_not_last_.empty()) problems_.push_back(std::exchange(summary_not_last_, std::string()));
-    const std::string name = string_at(event, "name");
-    const std::string prefix =
-        source_ + ": event " + std::to_string(index) + ": " + (name.empty() ? std::string() : name + ": ");
-    const std::string suffix = " (line " + std::to_string(line) + ")";
-    EventChecker checker(problems_, prefix, suffix);
-    if (!event.is_object()) {
-      checker.problem("expected a JSON object, found " + quoted_value(event));
-      return;
-    }
-    checker.check(event, "",
-                  {{"ph", Kind::string},
-                   {"name", Kind::string},
-                   {"pid", Kind::integer},
-                   {"tid", Kind::integer},
-                   {"ts", Kind::number}});
-    check_known_event(checker, event, header_schema);
-    const bool is_header = string_at(event, "ph") == "M" && name == "kvremap_trace";
-    if (is_header && header_seen_) checker.problem("a second kvremap_trace metadata event");
-    header_seen_ = header_seen_ || is_header;
-    if (string_at(event, "cat") == "summary" && name == "summary") {
-      summary_not_last_ = prefix + "the summary is not the last event" + suffix;
-    }
-    record_slice(event, name, index, line);
-  }
-
-  std::vector<std::string> finish() {
-    check_slices_nest();
-    return std::move(problems_);
-  }
-
- private:
-  struct Slice {
-    std::int64_t begin_ns, end_ns;
-    std::size_t index, line, name;  // name: position in names_
-  };
-
-  void record_slice(const json& event, const std::string& name, std::size_t index, std::size_t line) {
-    const json* ts = member(event, "ts");
-    const json* dur = member(event, "dur");
-    if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
-      return;
-    const std::int64_t begin = detail::ns_of_us(ts->get<double>());
-    const auto [known, added] = name_ids_.try_emplace(name, names_.size());
-    if (added) names_.push_back(name);
-    tracks_[{detail::int_at(event, "pid"), detail::int_at(event, "tid")}].push_back(
-        {begin, begin + detail::ns_of_us(dur->get<double>()), index, line, known->second});
-  }
-
-  // Complete events on one thread's track must nest, or Perfetto cannot place them: a slice that
-  // starts inside another must end inside it too.
-  void check_slices_nest() {
-    for (auto& [track, slices] : tracks_) {
-      std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
-        return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;  // parents first
-      });
-      std::vector<const Slice*> open;
-      for (const Slice& slice : slices) {
-        while (!open.empty() && open.back()->end_ns <= slice.begin_ns) open.pop_back();
-        if (!open.empty() && slice.end_ns > open.back()->end_ns) {
-          const Slice& parent = *open.back();
-          problems_.push_back(source_ + ": event " + std::to_string(slice.index) + ": " + names_[slice.name] +
-                              ": overlaps event " + std::to_string(parent.index) + " (" + names_[parent.name] +
-                              ") on thread " + std::to_string(track.second) + " without nesting inside it (line " +
-                              std::to_string(slice.line) + ")");
-          continue;
-        }
-        open.push_back(&slice);
-      }
-    }
-  }
-
-  std::string source_;
-  std::vector<std::string> problems_;
-  bool header_seen_ = false;
-  std::string summary_not_last_;  // the summary's problem, should another event follow it
-  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<Slice>> tracks_;  // by (pid, tid)
-  std::map<std::string, std::size_t, std::less<>> name_ids_;
-  std::vector<std::string> names_;
-};
-
 }  // namespace
+
+namespace detail {
+
+bool hot_line_conforms(const ScannedEvent& event, int header_schema) {
+  // scan_hot_line() saw ph, cat and name as strings, tid as an integer, ts (and dur) as numbers and
+  // args as an object of unescaped strings and integers of at most 19 digits (each a JSON unsigned).
+  if (!event.has_pid) return false;
+  const auto string_arg = [&event](std::string_view key) {
+    for (std::size_t i = 0; i < event.arg_count; ++i)
+      if (event.args[i].key == key) return event.args[i].is_string ? 1 : 0;
+    return -1;  // absent
+  };
+  const auto integer_arg = [&event](std::string_view key) {
+    for (std::size_t i = 0; i < event.arg_count; ++i)
+      if (event.args[i].key == key) return !event.args[i].is_string;
+    return false;
+  };
+  if (event.cat == "memory") {
+    // is_hot(): ph "C" and the name "device <N> bytes".
+    for (std::string_view category : kCategories)
+      if (!integer_arg(category)) return false;
+    return true;
+  }
+  const bool lifetime = event.ph == "X";
+  if (lifetime && !(header_schema >= 2 && event.has_dur && string_arg("free_api") == 1)) return false;
+  if (string_arg("api") != 1 || string_arg("ptr") != 1 || !integer_arg("bytes") || !integer_arg("device") ||
+      string_arg("category") != 1 || !is_known_category(event.string_arg("category")))
+    return false;
+  if (event.name == "alloc") {
+    if (string_arg("phase") != 1 || !is_known_phase(event.string_arg("phase")) || string_arg("caller") == 0)
+      return false;
+  }
+  return true;
+}
+
+void EventValidator::flush_summary_not_last() {
+  if (!summary_not_last_.empty()) problems_.push_back(std::exchange(summary_not_last_, std::string()));
+}
+
+void EventValidator::add(const json& event, std::size_t index, std::size_t line, int header_schema) {
+  flush_summary_not_last();
+  const std::string name = string_at(event, "name");
+  const std::string prefix =
+      source_ + ": event " + std::to_string(index) + ": " + (name.empty() ? std::string() : name + ": ");
+  const std::string suffix = " (line " + std::to_string(line) + ")";
+  EventChecker checker(problems_, prefix, suffix);
+  if (!event.is_object()) {
+    checker.problem("expected a JSON object, found " + quoted_value(event));
+    return;
+  }
+  checker.check(event, "",
+                {{"ph", Kind::string}, {"name", Kind::string}, {"pid", Kind::integer}, {"tid", Kind::integer},
+                 {"ts", Kind::number}});
+  check_known_event(checker, event, header_schema);
+  const bool is_header = string_at(event, "ph") == "M" && name == "kvremap_trace";
+  if (is_header && header_seen_) checker.problem("a second kvremap_trace metadata event");
+  header_seen_ = header_seen_ || is_header;
+  if (string_at(event, "cat") == "summary" && name == "summary") {
+    summary_not_last_ = prefix + "the summary is not the last event" + suffix;
+  }
+  const json* ts = member(event, "ts");
+  const json* dur = member(event, "dur");
+  if (string_at(event, "ph") != "X" || ts == nullptr || dur == nullptr || !ts->is_number() || !dur->is_number())
+    return;
+  const std::int64_t begin = detail::ns_of_us(ts->get<double>());
+  record_slice({detail::int_at(event, "pid"), detail::int_at(event, "tid")}, name, begin,
+               begin + detail::ns_of_us(dur->get<double>()), index, line);
+}
+
+void EventValidator::add_conforming_hot(const ScannedEvent& event, std::size_t index, std::size_t line) {
+  flush_summary_not_last();
+  if (event.ph != "X") return;
+  const std::int64_t begin = detail::ns_of_us(event.ts_us);
+  record_slice({event.pid, event.tid}, event.name, begin, begin + detail::ns_of_us(event.dur_us), index, line);
+}
+
+void EventValidator::record_slice(Track track, std::string_view name, std::int64_t begin_ns, std::int64_t end_ns,
+                                  std::size_t index, std::size_t line) {
+  auto known = name_ids_.find(name);
+  if (known == name_ids_.end()) {
+    known = name_ids_.emplace(std::string(name), names_.size()).first;
+    names_.emplace_back(name);
+  }
+  if (last_slices_ == nullptr || track != last_track_) {
+    last_slices_ = &tracks_[track];  // map nodes stay where they are
+    last_track_ = track;
+  }
+  last_slices_->push_back({begin_ns, end_ns, index, line, known->second});
+}
+
+// Complete events on one thread's track must nest, or Perfetto cannot place them: a slice that
+// starts inside another must end inside it too.
+void EventValidator::finish() {
+  for (auto& [track, slices] : tracks_) {
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;  // parents first
+    });
+    std::vector<const Slice*> open;
+    for (const Slice& slice : slices) {
+      while (!open.empty() && open.back()->end_ns <= slice.begin_ns) open.pop_back();
+      if (!open.empty() && slice.end_ns > open.back()->end_ns) {
+        const Slice& parent = *open.back();
+        problems_.push_back(source_ + ": event " + std::to_string(slice.index) + ": " + names_[slice.name] +
+                            ": overlaps event " + std::to_string(parent.index) + " (" + names_[parent.name] +
+                            ") on thread " + std::to_string(track.second) + " without nesting inside it (line " +
+                            std::to_string(slice.line) + ")");
+        continue;
+      }
+      open.push_back(&slice);
+    }
+  }
+  tracks_.clear();
+  last_slices_ = nullptr;
+}
+
+}  // namespace detail
 
 std::vector<std::string> validate(const Trace& trace) {
   if (trace.events.size() != trace.event_count) {
     return {trace.source + ": cannot validate: the trace was read without its raw events"};
   }
-  EventValidator validator(trace.source);
+  detail::EventValidator validator(trace.source);
   for (std::size_t index = 0; index < trace.events.size(); ++index) {
     try {
       validator.add(trace.events[index], index, trace.event_lines[index], trace.header.schema_version);
@@ -436,20 +479,8 @@ std::vector<std::string> validate(const Trace& trace) {
       throw TraceError(trace.source, trace.event_lines[index], "cannot check the event: " + detail::error_text(error));
     }
   }
-  return validator.finish();
-}
-
-FileValidation validate_file(const std::string& path) {
-  EventValidator validator(path);
-  ReadOptions options;
-  options.keep_raw_events = false;
-  options.keep_records = false;
-  options.on_event = [&validator](const json& event, std::size_t index, std::size_t line, const Header& header) {
-    validator.add(event, index, line, header.schema_version);
-  };
-  FileValidation result{read_trace(path, options), {}};
-  result.problems = validator.finish();
-  return result;
+  validator.finish();
+  return validator.take_problems();
 }
 
 }  // namespace kvremap::trace

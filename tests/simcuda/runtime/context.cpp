@@ -5,6 +5,8 @@
 // current on the thread. The test reset hook lives here because it must forget exactly this state.
 #include "context.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -57,18 +59,39 @@ cudaError_t primary_context(int device, CUcontext* out) {
   return cudaSuccess;
 }
 
+// Fork: a CUDA context does not survive it (the simulated driver's child starts uninitialised, sim_core.cpp), so
+// the runtime's child forgets its contexts too; and g_mutex, which another thread may hold across a driver call
+// at the fork, is taken before it and released on both sides, so the child never inherits it locked. Registered
+// after the driver's own handlers (at the first successful cuInit), so that this prepare handler runs first
+// (they run in reverse order) and takes g_mutex before the driver's lock, in the order the runtime's calls take
+// them. Registered outside g_mutex: fork holds the handler list's lock while it runs the handlers.
+void atfork_prepare() { g_mutex.lock(); }
+void atfork_parent() { g_mutex.unlock(); }
+void atfork_child() {
+  g_driver_initialised = false;
+  g_primary.clear();
+  g_peers.clear();
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
+  g_mutex.unlock();
+}
+std::once_flag g_atfork_once;
+
 }  // namespace
 
 cudaError_t ensure_initialised() noexcept {
   const DriverTable* t = driver_table();
   if (t == nullptr) return kNoDriver;
   try {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_driver_initialised) return cudaSuccess;
-    // A failure is not cached: the next call tries again (the simulated driver can be
-    // reconfigured between tests).
-    const cudaError_t e = call_driver(t->cuInit, 0u);
-    if (e == cudaSuccess) g_driver_initialised = true;
+    cudaError_t e = cudaSuccess;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      if (g_driver_initialised) return cudaSuccess;
+      // A failure is not cached: the next call tries again (the simulated driver can be
+      // reconfigured between tests).
+      e = call_driver(t->cuInit, 0u);
+      if (e == cudaSuccess) g_driver_initialised = true;
+    }
+    if (e == cudaSuccess) std::call_once(g_atfork_once, [] { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); });
     return e;
   } catch (...) {
     return cudaErrorUnknown;  // std::mutex::lock failing; never let it reach the host
